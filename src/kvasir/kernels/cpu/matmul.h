@@ -1,0 +1,71 @@
+// Matrix multiplication y = x · Wᵀ for every weight dtype, on the CPU.
+//
+// W is a weight matrix in ggml layout: `rows` output features, each a row of `cols` input features
+// stored contiguously in W's dtype (F32, F16, BF16, Q8_0, Q4_0). x holds n_tokens rows of `cols`
+// floats; y receives n_tokens rows of `rows` floats (y[t*rows + r] = dot(W[r], x[t])).
+//
+// n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill GEMM (tiled so a block of weight
+// rows is reused across many tokens from cache). For Q8_0/Q4_0 weights the activations are first
+// quantized to Q8_0 blocks (once per input, see QuantizedActivations) and the dot product runs in
+// integers (AVX2 maddubs), as ggml does.
+//
+// Batch invariance: y[t][r] is bit-identical whatever n_tokens is and whichever other tokens are
+// in x. Every output element is accumulated in the same order (same lanes, same block order, same
+// final horizontal reduction) by the GEMV and GEMM paths; tiling only changes which elements are
+// computed together, never how one element is reduced.
+//
+// Threads split the output rows (in chunks that are a multiple of the cache line / interleave).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kvasir/tensor/dtype.h"
+#include "kvasir/util/thread_pool.h"
+
+namespace kvasir::cpu {
+
+struct Matrix {
+  DType type = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;  // rows * row_bytes(type, cols) bytes
+};
+
+// Activations prepared for one weight dtype family. Reused across all matmuls that read the same
+// input (e.g. Q, K and V projections), so quantization happens once per input per step.
+// Buffers grow on first use and are then reused: no allocation in steady state.
+class Activations {
+ public:
+  // Points at x (n_tokens x cols floats, not copied) and quantizes it if `for_type` needs it.
+  void prepare(const float* x, int64_t n_tokens, int64_t cols, DType for_type, ThreadPool& pool);
+
+  const float* f32() const { return x_; }
+  const BlockQ8_0* q8() const { return q8_.data(); }
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t cols() const { return cols_; }
+  DType prepared_for() const { return for_type_; }
+
+ private:
+  const float* x_ = nullptr;
+  int64_t n_tokens_ = 0;
+  int64_t cols_ = 0;
+  DType for_type_ = DType::F32;
+  std::vector<BlockQ8_0> q8_;
+};
+
+// y = x · Wᵀ. `x` must have been prepared for w.type (or a type of the same family: Q8_0 and
+// Q4_0 share the Q8_0 activation format). Throws kvasir::Error on unsupported dtype or shape
+// mismatch (checked once per call, outside the inner loops).
+void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool);
+
+// Convenience: prepares activations internally (tests, one-off calls).
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// Copies row `row` of W to `out` as floats (embedding lookup for any dtype).
+void dequantize_row(const Matrix& w, int64_t row, float* out);
+
+// Name of the SIMD target Highway's dispatch chose on this machine (e.g. "AVX2").
+const char* simd_target_name();
+
+}  // namespace kvasir::cpu
