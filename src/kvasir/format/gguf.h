@@ -7,8 +7,16 @@
 // unknown tensor dtype, tensor not a multiple of its block size, tensor data out of bounds or
 // overlapping, bad alignment) throws kvasir::Error naming the file, the offending key or tensor
 // and what was expected. The reader never reads out of the mapped range.
+// Error messages read "<path>: <what> (key 'k' | tensor 't', at offset N): expected <...>".
+// Also rejected: empty or duplicate keys and tensor names, bool bytes other than 0/1, arrays
+// nested deeper than kMaxArrayDepth, general.alignment not a uint32 power of two, n_dims outside
+// 1..kMaxDims, dimensions <= 0, element or byte counts that overflow, tensor offsets not a
+// multiple of the alignment. Files without tensors may end before the data-section padding.
+// Parsing is linear in the file size.
 //
 // GGUFWriter builds a file from metadata and tensors and writes it atomically (temp + rename).
+// Tensor data is laid out as llama.cpp does (in order, each tensor padded to the alignment), so
+// a llama.cpp-written file read and written back unchanged is byte-identical.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +32,13 @@
 #include "kvasir/util/mmap_file.h"
 
 namespace kvasir::gguf {
+
+constexpr uint32_t kDefaultAlignment = 32;
+constexpr int kMaxDims = 4;        // tensors have 1..kMaxDims dimensions
+constexpr int kMaxArrayDepth = 8;  // levels of arrays in one value (a flat array is 1)
+// The writer enforces llama.cpp's limit on tensor names (GGML_MAX_NAME - 1 bytes); the reader
+// accepts longer names.
+constexpr size_t kMaxTensorNameLength = 63;
 
 enum class ValueType : uint32_t {
   UINT8 = 0,
@@ -46,6 +61,8 @@ struct Value;
 struct Array {
   ValueType elem_type = ValueType::UINT8;
   std::vector<Value> items;
+
+  friend bool operator==(const Array&, const Array&) = default;
 };
 
 // One metadata value. Integers of every width are held in int64/uint64 (by signedness),
@@ -55,10 +72,15 @@ struct Value {
   std::variant<uint64_t, int64_t, double, bool, std::string, Array> v;
 
   static Value u8(uint8_t x) { return {ValueType::UINT8, uint64_t{x}}; }
+  static Value i8(int8_t x) { return {ValueType::INT8, int64_t{x}}; }
+  static Value u16(uint16_t x) { return {ValueType::UINT16, uint64_t{x}}; }
+  static Value i16(int16_t x) { return {ValueType::INT16, int64_t{x}}; }
   static Value u32(uint32_t x) { return {ValueType::UINT32, uint64_t{x}}; }
   static Value i32(int32_t x) { return {ValueType::INT32, int64_t{x}}; }
   static Value u64(uint64_t x) { return {ValueType::UINT64, x}; }
+  static Value i64(int64_t x) { return {ValueType::INT64, x}; }
   static Value f32(float x) { return {ValueType::FLOAT32, double{x}}; }
+  static Value f64(double x) { return {ValueType::FLOAT64, x}; }
   static Value boolean(bool x) { return {ValueType::BOOL, x}; }
   static Value str(std::string s) { return {ValueType::STRING, std::move(s)}; }
   static Value array(ValueType elem, std::vector<Value> items) {
@@ -73,9 +95,20 @@ struct Value {
   uint64_t as_uint() const;
   double as_float() const;
   bool as_bool() const;
-  const std::string& as_string() const;  // throws unless STRING
-  const Array& as_array() const;         // throws unless ARRAY
+  const std::string& as_string() const;                // throws unless STRING
+  const Array& as_array() const;                       // throws unless ARRAY
   std::string to_display(size_t max_items = 8) const;  // short human form for `kvasir inspect`
+
+  bool is_integer() const;  // UINT8..INT64 (not BOOL)
+  bool is_float() const { return type == ValueType::FLOAT32 || type == ValueType::FLOAT64; }
+  // "uint32", "string", "array[float32]", "array[array[int8]]", ...
+  std::string type_name() const;
+  // Empty when `v` holds the alternative `type` calls for and the value fits that type
+  // (e.g. a UINT8 holding 300 does not), recursively for arrays; else what is wrong.
+  std::string check_consistent() const;
+
+  // Exact equality (type, value, array contents); NaN compares unequal as usual.
+  friend bool operator==(const Value&, const Value&) = default;
 };
 
 struct TensorInfo {
@@ -107,6 +140,8 @@ class GGUFFile {
 
   // Typed getters; the ones without a default throw "<path>: missing metadata key '<key>'",
   // and all throw "<path>: metadata key '<key>' has type X, expected Y" on a type mismatch.
+  // get_int and get_int_array accept any integer type (not bool or float); get_float and
+  // get_float_array accept integers and floats; get_bool only BOOL; get_string only STRING.
   std::string get_string(std::string_view key) const;
   std::string get_string(std::string_view key, std::string def) const;
   int64_t get_int(std::string_view key) const;
@@ -153,15 +188,19 @@ class GGUFWriter {
   // Sets (or replaces) a metadata key; insertion order is kept.
   void set(const std::string& key, Value v);
   // Adds a tensor; `data` must stay valid until write(). nbytes must equal row_bytes() * rows.
-  void add_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
-                  const void* data, uint64_t nbytes);
+  void add_tensor(const std::string& name, DType type, std::vector<int64_t> shape, const void* data,
+                  uint64_t nbytes);
   // Adds a tensor whose bytes the writer owns.
   void add_tensor_copy(const std::string& name, DType type, std::vector<int64_t> shape,
                        std::vector<uint8_t> bytes);
 
   // Writes a version-3 file with the given alignment (general.alignment is written when it is
   // not 32). Writes to "<path>.tmp" then renames, so a failed write never leaves a half file.
+  // If the caller set "general.alignment" its value is replaced by `alignment`.
+  // Throws kvasir::Error naming the path on any I/O failure, or on a bad alignment.
   void write(const std::string& path, uint32_t alignment = 32) const;
+  // The same bytes write() would produce, in memory (tests, fuzzing, small files).
+  std::vector<uint8_t> serialize(uint32_t alignment = 32) const;
 
  private:
   std::vector<std::pair<std::string, Value>> kv_;

@@ -34,7 +34,9 @@ struct PagedKVLayer {
 };
 
 // Writes K and V rows (n_tokens x n_kv_heads*head_dim floats each) into their slots
-// (slot[t] = block_id * block_size + offset). Slots are checked against n_blocks in debug builds.
+// (slot[t] = block_id * block_size + offset). F16 rounds to nearest even, bit-identical to
+// fp32_to_fp16. Slots are always checked against n_blocks (kvasir::Error; costs one compare per
+// token).
 void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
               int64_t n_tokens);
 
@@ -51,9 +53,13 @@ struct AttentionArgs {
   const int32_t* seq_index = nullptr;  // per query token: index into seqs
   const AttentionSeq* seqs = nullptr;
   float scale = 1.0f;       // usually 1/sqrt(head_dim)
-  float* out = nullptr;     // n_tokens x n_heads*head_dim
+  float* out = nullptr;     // n_tokens x n_heads*head_dim; may alias q
+  int32_t n_seqs = -1;      // entries in seqs; when >= 0, seq_index is checked against it
 };
 
+// Throws kvasir::Error (before any work starts) on a bad layout, seq_index, position, or a block
+// table that is too short or names a block outside the cache. Scratch is per thread, grown on
+// first use: no allocation in steady state.
 void attention(const PagedKVLayer& kv, const AttentionArgs& args, ThreadPool& pool);
 
 // Straightforward reference: materialises the scores of each query, two-pass softmax in double.

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kvasir/tensor/dtype.h"
@@ -42,6 +43,8 @@ class Activations {
 
   const float* f32() const { return x_; }
   const BlockQ8_0* q8() const { return q8_.data(); }
+  // Scale of each Q8_0 block as a float (fp16_to_fp32(q8()[i].d)), so kernels skip the conversion.
+  const float* q8_scales() const { return q8_scale_.data(); }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t cols() const { return cols_; }
   DType prepared_for() const { return for_type_; }
@@ -52,6 +55,7 @@ class Activations {
   int64_t cols_ = 0;
   DType for_type_ = DType::F32;
   std::vector<BlockQ8_0> q8_;
+  std::vector<float> q8_scale_;
 };
 
 // y = x · Wᵀ. `x` must have been prepared for w.type (or a type of the same family: Q8_0 and
@@ -67,5 +71,12 @@ void dequantize_row(const Matrix& w, int64_t row, float* out);
 
 // Name of the SIMD target Highway's dispatch chose on this machine (e.g. "AVX2").
 const char* simd_target_name();
+
+// For tests and benchmarks: the SIMD targets compiled into these kernels that this CPU can run,
+// best first (e.g. {"AVX2", "SSE4", "EMU128"}), and a way to restrict dispatch to one of them
+// (an empty name restores the default). Forcing changes Highway's process-wide dispatch, so call
+// it only while no kernel runs. Throws kvasir::Error for a name not in simd_targets().
+std::vector<std::string> simd_targets();
+void force_simd_target(const std::string& name);
 
 }  // namespace kvasir::cpu

@@ -27,7 +27,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // x[i] += y[i], n elements.
 void add(float* x, const float* y, int64_t n);
 
-// In-place softmax over n floats (double accumulation not needed: max-subtracted float).
+// In-place softmax over n floats: max-subtracted float exp; the sum runs in float lanes over short
+// blocks whose totals are added in double (accurate for vocabulary-sized rows).
 void softmax(float* x, int64_t n);
 
 }  // namespace kvasir::cpu

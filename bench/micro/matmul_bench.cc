@@ -1,0 +1,132 @@
+// Microbenchmarks for matmul (y = x · Wᵀ) at TinyLlama-1.1B sizes: every weight dtype, GEMV (1
+// token, decode) and GEMM (16 and 128 tokens, prefill) on a 2048x2048 (attention projection) and a
+// 768x2048 matrix, on a 2-thread pool. Bytes processed = weight bytes streamed, so GEMV rows read
+// as weight bandwidth (GB/s); GEMM rows also report GFLOPS (2 * rows * cols * tokens per call).
+// Activations are prepared (quantized for Q8_0/Q4_0) once, outside the timed loop.
+//
+// These matrices fit in L3; BM_MatmulCold cycles through enough copies of a 2048x5632 (FFN-size)
+// Q4_0 matrix to stream from DRAM, the number that bounds decode speed.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kvasir/kernels/cpu/matmul.h"
+#include "kvasir/tensor/quantize.h"
+
+namespace kvasir::cpu {
+namespace {
+
+constexpr int kThreads = 2;
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = nd(rng);
+  return v;
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(kThreads);
+  return p;
+}
+
+// Args: dtype id, rows, cols, n_tokens.
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  const std::vector<float> wf = random_floats(rows * cols, 1);
+  const std::vector<uint8_t> wq = quantize_tensor(type, wf.data(), rows, cols);
+  const Matrix w{type, rows, cols, wq.data()};
+  const std::vector<float> x = random_floats(n * cols, 2);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  Activations a;
+  a.prepare(x.data(), n, cols, type, pool());
+  for (auto _ : state) {
+    matmul(w, a, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(wq.size()));
+  state.counters["GFLOPS"] = benchmark::Counter(static_cast<double>(2 * rows * cols * n),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+  state.SetLabel(std::string(dtype_name(type)) + " " + simd_target_name());
+}
+
+void MatmulArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "rows", "cols", "tokens"});
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    for (int64_t rows : {2048, 768}) {
+      for (int64_t n : {1, 16, 128}) b->Args({static_cast<int64_t>(t), rows, 2048, n});
+    }
+  }
+  b->UseRealTime();
+}
+BENCHMARK(BM_Matmul)->Apply(MatmulArgs);
+
+// GEMV from DRAM: cycles through copies of the matrix totalling > 64 MiB (more than L3).
+void BM_MatmulCold(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const std::vector<float> wf = random_floats(rows * cols, 3);
+  const std::vector<uint8_t> wq = quantize_tensor(type, wf.data(), rows, cols);
+  const int copies = static_cast<int>(64 * 1024 * 1024 / wq.size()) + 1;
+  std::vector<std::vector<uint8_t>> ws(static_cast<size_t>(copies), wq);
+  const std::vector<float> x = random_floats(cols, 4);
+  std::vector<float> y(static_cast<size_t>(rows));
+  Activations a;
+  a.prepare(x.data(), 1, cols, type, pool());
+  size_t i = 0;
+  for (auto _ : state) {
+    const Matrix w{type, rows, cols, ws[i].data()};
+    i = (i + 1) % ws.size();
+    matmul(w, a, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(wq.size()));
+  state.SetLabel(std::string(dtype_name(type)) + " " + simd_target_name());
+}
+BENCHMARK(BM_MatmulCold)
+    ->ArgNames({"dtype", "rows", "cols"})
+    ->Args({static_cast<int64_t>(DType::Q4_0), 2048, 5632})
+    ->Args({static_cast<int64_t>(DType::Q4_0), 5632, 2048})
+    ->Args({static_cast<int64_t>(DType::Q8_0), 2048, 5632})
+    ->Args({static_cast<int64_t>(DType::F16), 2048, 5632})
+    ->UseRealTime();
+
+// Prefill of a 512-token prompt through one 2048x2048 Q4_0 matrix: one GEMM versus 512 GEMVs.
+void BM_Prefill512(benchmark::State& state) {
+  const bool as_gemvs = state.range(0) != 0;
+  const int64_t rows = 2048, cols = 2048, n = 512;
+  const std::vector<float> wf = random_floats(rows * cols, 5);
+  const std::vector<uint8_t> wq = quantize_tensor(DType::Q4_0, wf.data(), rows, cols);
+  const Matrix w{DType::Q4_0, rows, cols, wq.data()};
+  const std::vector<float> x = random_floats(n * cols, 6);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  Activations a;
+  for (auto _ : state) {
+    if (as_gemvs) {
+      for (int64_t t = 0; t < n; ++t) {
+        a.prepare(x.data() + t * cols, 1, cols, DType::Q4_0, pool());
+        matmul(w, a, y.data() + t * rows, pool());
+      }
+    } else {
+      a.prepare(x.data(), n, cols, DType::Q4_0, pool());
+      matmul(w, a, y.data(), pool());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);  // tokens/s
+}
+BENCHMARK(BM_Prefill512)
+    ->ArgName("as_gemvs")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kvasir::cpu

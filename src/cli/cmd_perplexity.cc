@@ -1,0 +1,70 @@
+// kvasir perplexity -m FILE -f TEXT [--ctx N] [--chunks K] [--json]: llama.cpp-compatible
+// perplexity (see eval/perplexity.h for the method).
+#include <fmt/format.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "commands.h"
+#include "kvasir/eval/perplexity.h"
+#include "kvasir/tokenizer/tokenizer.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir::cli {
+
+Runner add_perplexity(CLI::App& app) {
+  auto* cmd = app.add_subcommand("perplexity", "Perplexity of a model over a text file");
+  struct Opts {
+    std::string model, file, kv_type = "f16";
+    int ctx = 512, chunks = -1, threads = 0, batch = 512;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  cmd->add_option("-f,--file", o->file, "Text file")->required();
+  cmd->add_option("-c,--ctx", o->ctx, "Context length per chunk (default 512)");
+  cmd->add_option("--chunks", o->chunks, "Evaluate at most this many chunks");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_option("-b,--batch", o->batch, "Tokens per forward step");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 or f32");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  return [o]() {
+    std::ifstream in(o->file, std::ios::binary);
+    if (!in) fail("{}: cannot read", o->file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto model = Model::load(o->model);
+    Tokenizer tok = Tokenizer::from_gguf(model->file());
+    auto tokens = tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
+    auto kvt = dtype_from_name(o->kv_type);
+    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
+      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    ThreadPool pool(o->threads);
+    PerplexityOptions po;
+    po.ctx = o->ctx;
+    po.max_chunks = o->chunks;
+    po.max_batch = o->batch;
+    po.kv_type = *kvt;
+    po.bos_id = tok.add_bos() ? tok.bos_id() : -1;
+    auto progress = [&](int c, double ppl) {
+      if (!o->json) fmt::print(stderr, "[{}] {:.4f}\n", c + 1, ppl);
+    };
+    PerplexityResult r = perplexity(*model, pool, tokens, po, progress);
+    if (o->json) {
+      nlohmann::json j = {{"ppl", r.ppl},         {"tokens", r.scored}, {"chunks", r.chunks},
+                          {"ctx", o->ctx},        {"nll", r.nll},       {"seconds", r.seconds},
+                          {"text_tokens", tokens.size()}, {"model", o->model}};
+      fmt::print("{}\n", j.dump());
+    } else {
+      fmt::print("perplexity: {:.4f} over {} scored tokens ({} chunks of {}; {} text tokens) in "
+                 "{:.2f} s\n",
+                 r.ppl, r.scored, r.chunks, o->ctx, tokens.size(), r.seconds);
+    }
+    return 0;
+  };
+}
+
+}  // namespace kvasir::cli

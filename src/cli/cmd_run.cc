@@ -1,0 +1,172 @@
+// kvasir run -m FILE -p PROMPT [-n N] [sampling options]: generates text from a prompt, streaming
+// the generated text (only) to stdout as tokens arrive; load and speed figures go to stderr.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "commands.h"
+#include "kvasir/engine/sequence_runner.h"
+#include "kvasir/kernels/cpu/matmul.h"
+#include "kvasir/sampling/sampler.h"
+#include "kvasir/sampling/stop_matcher.h"
+#include "kvasir/tokenizer/incremental_detokenizer.h"
+#include "kvasir/tokenizer/tokenizer.h"
+#include "kvasir/util/error.h"
+#include "kvasir/util/timer.h"
+
+namespace kvasir::cli {
+
+namespace {
+void emit(std::string_view s) {
+  if (s.empty()) return;
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  struct Opts {
+    std::string model, prompt, prompt_file, kv_type = "f16";
+    int n = 256, threads = 0, ctx = 0, batch = 512;
+    bool parse_special = true, ignore_eos = false, quiet = false;
+    std::optional<uint64_t> seed;
+    SamplingParams sp;
+  };
+  auto o = std::make_shared<Opts>();
+  // llama.cpp's defaults, so `kvasir run` and `llama-cli` sample alike out of the box.
+  o->sp.temperature = 0.8f;
+  o->sp.top_k = 40;
+  o->sp.top_p = 0.95f;
+  o->sp.min_p = 0.05f;
+  o->sp.penalty_last_n = 64;
+  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
+  cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (default 256; -1: until EOS or the context is full)");
+  cmd->add_option("--temp", o->sp.temperature, "Temperature (0 = greedy; default 0.8)");
+  cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off; default 40)");
+  cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off; default 0.95)");
+  cmd->add_option("--min-p", o->sp.min_p, "Min-p (0 = off; default 0.05)");
+  cmd->add_option("--repeat-penalty", o->sp.repetition_penalty, "Repetition penalty (1 = off)");
+  cmd->add_option("--repeat-last-n", o->sp.penalty_last_n, "Penalty window (-1 = all; default 64)");
+  cmd->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty (0 = off)");
+  cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty (0 = off)");
+  cmd->add_option("--seed", o->seed, "Random seed (default: random, printed on stderr)");
+  cmd->add_option("--stop", o->sp.stop, "Stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-generation token");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_option("-c,--ctx", o->ctx, "Context size (default: prompt + n, at most the model's)");
+  cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward step (default 512)");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 (default) or f32");
+  cmd->add_flag("!--no-parse-special", o->parse_special, "Treat special-token text in the prompt as plain text");
+  cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
+  return [o]() {
+    std::string prompt = o->prompt;
+    if (!o->prompt_file.empty()) {
+      std::ifstream in(o->prompt_file, std::ios::binary);
+      if (!in) fail("{}: cannot read the prompt file", o->prompt_file);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      prompt = ss.str();
+    }
+    auto kvt = dtype_from_name(o->kv_type);
+    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
+      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    const double t_load0 = now_seconds();
+    auto model = Model::load(o->model);
+    Tokenizer tok = Tokenizer::from_gguf(model->file());
+    const ModelConfig& cfg = model->config();
+    if (tok.n_vocab() != cfg.n_vocab)
+      fail("{}: the vocabulary has {} tokens but token_embd.weight has {} rows", o->model,
+           tok.n_vocab(), cfg.n_vocab);
+    const double t_load = now_seconds() - t_load0;
+
+    std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/true, o->parse_special);
+    if (ids.empty()) fail("the prompt is empty and the vocabulary adds no BOS token");
+    const int n_prompt = static_cast<int>(ids.size());
+    int ctx = o->ctx;
+    if (ctx <= 0) {
+      ctx = o->n < 0 ? cfg.ctx_train : std::min(cfg.ctx_train, n_prompt + o->n);
+      ctx = std::max(ctx, n_prompt + 1);
+    }
+    if (n_prompt >= ctx)
+      fail("the prompt has {} tokens, which does not leave room to generate in a context of {}",
+           n_prompt, ctx);
+
+    SamplingParams sp = o->sp;
+    sp.seed = o->seed;
+    sp.ignore_eos = o->ignore_eos;
+    if (auto err = sp.validate(cfg.n_vocab)) fail("{}", *err);
+    Sampler sampler(sp, cfg.n_vocab);
+    sampler.accept_prompt(ids);
+
+    ThreadPool pool(o->threads);
+    SequenceRunnerOptions ro;
+    ro.max_ctx = ctx;
+    ro.max_batch = o->batch;
+    ro.kv_type = *kvt;
+    SequenceRunner runner(*model, pool, ro);
+
+    // Only BOS in front: the text starts here, so drop SentencePiece's leading space as llama.cpp.
+    IncrementalDetokenizer::Options dopt;
+    dopt.strip_leading_space = n_prompt == 1 && ids[0] == tok.bos_id();
+    IncrementalDetokenizer detok(tok, dopt);
+    StopMatcher stopper(sp.stop);
+
+    const double t0 = now_seconds();
+    auto logits = runner.feed(ids);
+    const double t_prefill = now_seconds() - t0;
+    const double t1 = now_seconds();
+    int generated = 0;
+    std::string reason = "length";
+    const int limit = o->n < 0 ? ctx - n_prompt : o->n;
+    while (generated < limit) {
+      int32_t t = sampler.sample(logits.data(), cfg.n_vocab);
+      if (!sp.ignore_eos && (tok.is_eog(t) || sp.stops_on_token(t, tok.eog_ids()))) {
+        reason = "eos";
+        break;
+      }
+      sampler.accept(t);
+      generated++;
+      auto r = stopper.push(detok.push(t));
+      emit(r.text);
+      if (r.stopped()) {
+        reason = "stop";
+        break;
+      }
+      if (generated == limit) break;
+      if (runner.n_past() >= ctx) {
+        reason = "context full";
+        break;
+      }
+      logits = runner.feed(std::span(&t, 1));
+    }
+    if (reason != "stop") {
+      auto r = stopper.push(detok.flush());
+      emit(r.text);
+      if (!r.stopped()) emit(stopper.flush());
+    }
+    const double t_decode = now_seconds() - t1;
+    if (isatty(STDOUT_FILENO)) emit("\n");
+    if (!o->quiet) {
+      fmt::print(stderr,
+                 "\n[kvasir] {} ({}, {:.1f} MiB) loaded in {:.2f} s; {} threads, {} kernels, KV "
+                 "{}, seed {}\n[kvasir] prefill: {} tokens in {:.3f} s ({:.1f} tok/s); decode: {} "
+                 "tokens in {:.3f} s ({:.1f} tok/s); stop: {}\n",
+                 o->model, dtype_name(model->weight_type()), model->weight_bytes() / 1048576.0,
+                 t_load, pool.size(), cpu::simd_target_name(), o->kv_type, sampler.seed(),
+                 n_prompt, t_prefill, n_prompt / std::max(t_prefill, 1e-9), generated, t_decode,
+                 generated > 1 ? (generated - 1) / std::max(t_decode, 1e-9) : 0.0, reason);
+    }
+    return 0;
+  };
+}
+
+}  // namespace kvasir::cli

@@ -1,0 +1,102 @@
+// kv_write(): stores new K/V rows into their paged-cache slots (contract in attention.h).
+//
+// F16 uses the F16C conversion (round to nearest even) on AVX2/AVX-512. It matches
+// kvasir::fp32_to_fp16 bit for bit except for NaN payloads, so NaN lanes are first replaced by a
+// quiet NaN of the same sign whose conversion is exactly fp32_to_fp16's 0x7e00 | sign. The scalar
+// target (no F16C) calls fp32_to_fp16 directly.
+#include <cstddef>
+#include <cstdint>
+
+#include "kvasir/kernels/cpu/attention.h"
+#include "kvasir/util/error.h"
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kvasir/kernels/cpu/attention_kv_write.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+// foreach_target must come first.
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace kvasir::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void F32ToF16Row(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, size_t n) {
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t N = hn::Lanes(df);
+  const auto sign = hn::BitCast(df, hn::Set(du, 0x80000000u));
+  const auto qnan = hn::BitCast(df, hn::Set(du, 0x7fc00000u));
+  auto* out = reinterpret_cast<hwy::float16_t*>(dst);
+  for (; i + N <= n; i += N) {
+    auto v = hn::LoadU(df, src + i);
+    v = hn::IfThenElse(hn::IsNaN(v), hn::Or(hn::And(v, sign), qnan), v);
+    hn::StoreU(hn::DemoteTo(dh, v), dh, out + i);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
+
+void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
+                 int64_t n_tokens) {
+  const size_t dim = static_cast<size_t>(kv.head_dim);
+  const size_t row = static_cast<size_t>(kv.n_kv_heads) * dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const size_t block = static_cast<size_t>(slots[t] / kv.block_size);
+    const size_t offset = static_cast<size_t>(slots[t] % kv.block_size);
+    for (int g = 0; g < kv.n_kv_heads; ++g) {
+      const size_t dst = ((block * kv.n_kv_heads + g) * kv.block_size + offset) * dim;
+      const size_t src = t * row + g * dim;
+      if (kv.type == DType::F16) {
+        F32ToF16Row(k + src, static_cast<uint16_t*>(kv.k) + dst, dim);
+        F32ToF16Row(v + src, static_cast<uint16_t*>(kv.v) + dst, dim);
+      } else {
+        const float* ks = k + src;
+        const float* vs = v + src;
+        float* kd = static_cast<float*>(kv.k) + dst;
+        float* vd = static_cast<float*>(kv.v) + dst;
+        for (size_t i = 0; i < dim; ++i) kd[i] = ks[i];
+        for (size_t i = 0; i < dim; ++i) vd[i] = vs[i];
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvasir::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvasir::cpu {
+
+HWY_EXPORT(KVWriteImpl);
+
+void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
+              int64_t n_tokens) {
+  if (kv.type != DType::F16 && kv.type != DType::F32) {
+    fail("kv_write: KV dtype {} unsupported (expected f16 or f32)", dtype_name(kv.type));
+  }
+  if (kv.block_size <= 0 || kv.n_kv_heads <= 0 || kv.head_dim <= 0 || kv.n_blocks < 0) {
+    fail("kv_write: bad KV layout (block_size {}, n_kv_heads {}, head_dim {}, n_blocks {})",
+         kv.block_size, kv.n_kv_heads, kv.head_dim, kv.n_blocks);
+  }
+  if (n_tokens <= 0) return;
+  if (!k || !v || !slots || !kv.k || !kv.v) fail("kv_write: null K/V rows, slots or storage");
+  const int64_t n_slots = kv.n_blocks * kv.block_size;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (slots[t] < 0 || slots[t] >= n_slots) {
+      fail("kv_write: token {} has slot {}, outside the cache's {} slots ({} blocks of {})", t,
+           slots[t], n_slots, kv.n_blocks, kv.block_size);
+    }
+  }
+  HWY_DYNAMIC_DISPATCH(KVWriteImpl)(kv, k, v, slots, n_tokens);
+}
+
+}  // namespace kvasir::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,25 @@
+// Internal to the matmul implementation: the SIMD entry points (compiled once per Highway target
+// in matmul_kernels.cc and chosen at run time) that matmul.cc drives from its thread pool.
+// Callers have validated shapes and dtypes; these functions do not check again.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvasir/kernels/cpu/matmul.h"
+
+namespace kvasir::cpu::matmul_detail {
+
+// y[t * w.rows + r] for every token t of x and every row r in [r0, r1).
+void matmul_rows(const Matrix& w, const Activations& x, float* y, int64_t r0, int64_t r1);
+
+// Quantizes 32-float blocks [b0, b1) of x to Q8_0 exactly as kvasir::quantize_block_q8_0 does,
+// also storing each block's scale as a float (scales[b] == fp16_to_fp32(q[b].d)).
+void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int64_t b0, int64_t b1);
+
+const char* chosen_target_name();
+std::vector<std::string> runnable_target_names();
+bool force_target(const std::string& name);
+
+}  // namespace kvasir::cpu::matmul_detail

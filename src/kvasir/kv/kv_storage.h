@@ -1,0 +1,51 @@
+// Paged KV storage: the memory that holds every layer's keys and values, carved into blocks.
+//
+// A block holds `block_size` consecutive token positions of one sequence, for every KV head of one
+// layer, laid out [kv_head][token_in_block][head_dim] (see kernels/cpu/attention.h). All layers
+// share block ids: block b of the cache is block b in every layer, so one block table per sequence
+// addresses all layers. Memory is allocated once, at construction, from the plan; nothing grows
+// afterwards (sequences borrow blocks from a BlockPool).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvasir/kernels/cpu/attention.h"
+#include "kvasir/tensor/dtype.h"
+
+namespace kvasir {
+
+struct KVShape {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;
+  DType type = DType::F16;  // F16 or F32 for now
+
+  // Bytes of K and V for one token across all layers.
+  size_t bytes_per_token() const;
+  size_t bytes_per_block() const { return bytes_per_token() * static_cast<size_t>(block_size); }
+};
+
+class KVStorage {
+ public:
+  // Allocates n_blocks blocks for every layer. Throws kvasir::Error if the allocation fails.
+  KVStorage(const KVShape& shape, int64_t n_blocks);
+
+  const KVShape& shape() const { return shape_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  size_t bytes() const;
+  cpu::PagedKVLayer layer(int i) const { return layers_[static_cast<size_t>(i)]; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  KVShape shape_;
+  int64_t n_blocks_;
+  std::unique_ptr<void, FreeDeleter> memory_;
+  std::vector<cpu::PagedKVLayer> layers_;
+};
+
+}  // namespace kvasir

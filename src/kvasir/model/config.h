@@ -1,0 +1,51 @@
+// Model hyperparameters read from GGUF metadata, through a table of supported architectures.
+//
+// Supported: "llama" (Llama 1/2/3, TinyLlama, Mistral — normal RoPE pairing), "mistral" (same
+// graph), "qwen2" (NeoX RoPE, bias on Q/K/V). Anything else is refused by name. RoPE scaling:
+// none, "linear" (positions divided by the factor), llama3 frequency factors (the rope_freqs
+// tensor, applied by the weights binder) and the llama3 scaling parameters in metadata.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvasir {
+namespace gguf {
+class GGUFFile;
+}
+
+struct ModelConfig {
+  std::string arch;  // "llama", "qwen2", ...
+  std::string name;  // general.name, if any
+  int n_vocab = 0;
+  int dim = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int ffn_dim = 0;
+  int ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  int rope_dim = 0;
+  bool rope_neox = false;
+  bool qkv_bias = false;
+  // RoPE scaling.
+  std::string rope_scaling = "none";  // none | linear | llama3
+  float rope_scale_factor = 1.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int rope_orig_ctx = 0;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Reads and validates the hyperparameters. Throws kvasir::Error naming the file and key.
+ModelConfig read_model_config(const gguf::GGUFFile& file);
+
+// Per-dimension-pair inverse frequencies θ_i (rope_dim/2 entries), scaling applied, without the
+// optional rope_freqs tensor (which the weights binder folds in afterwards).
+std::vector<float> rope_inv_freq(const ModelConfig& c);
+
+}  // namespace kvasir

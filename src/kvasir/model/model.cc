@@ -1,0 +1,207 @@
+#include "kvasir/model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kvasir/kernels/cpu/ops.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir {
+
+namespace {
+
+bool is_matmul_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
+         t == DType::Q4_0;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::make_unique<gguf::GGUFFile>(path);
+  m->config_ = read_model_config(*m->file_);
+  m->bind_weights();
+  return m;
+}
+
+void Model::bind_weights() {
+  const gguf::GGUFFile& f = *file_;
+  ModelConfig& c = config_;
+
+  auto shape_str = [](const std::vector<int64_t>& s) {
+    std::string r = "{";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "}";
+  };
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
+    const gguf::TensorInfo& t = f.tensor(name);
+    if (t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != rows)
+      fail("{}: tensor '{}' has shape {}, expected {{{}, {}}}", f.path(), name,
+           shape_str(t.shape), cols, rows);
+    if (!is_matmul_type(t.type))
+      fail("{}: tensor '{}' has dtype {}, which kvasir cannot compute with yet (supported: f32, "
+           "f16, bf16, q8_0, q4_0)",
+           f.path(), name, dtype_name(t.type));
+    return cpu::Matrix{t.type, rows, cols, t.data};
+  };
+  auto vec = [&](const std::string& name, int64_t n) -> const float* {
+    const gguf::TensorInfo& t = f.tensor(name);
+    if (t.n_elements() != n || t.shape[0] != n)
+      fail("{}: tensor '{}' has shape {}, expected {{{}}}", f.path(), name, shape_str(t.shape), n);
+    if (t.type != DType::F32)
+      fail("{}: tensor '{}' has dtype {}, expected f32", f.path(), name, dtype_name(t.type));
+    if (reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0)
+      fail("{}: tensor '{}' is not 4-byte aligned", f.path(), name);
+    return reinterpret_cast<const float*>(t.data);
+  };
+
+  const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
+  if (emb.shape.size() != 2 || emb.shape[0] != c.dim)
+    fail("{}: tensor 'token_embd.weight' has shape {}, expected {{{}, n_vocab}}", f.path(),
+         shape_str(emb.shape), c.dim);
+  c.n_vocab = static_cast<int>(emb.shape[1]);
+  tok_embd_ = matrix("token_embd.weight", c.dim, c.n_vocab);
+  if (f.find_tensor("output.weight")) {
+    output_ = matrix("output.weight", c.dim, c.n_vocab);
+  } else {
+    output_ = tok_embd_;  // tied embeddings
+  }
+  output_norm_ = vec("output_norm.weight", c.dim);
+
+  layers_.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = layers_[static_cast<size_t>(l)];
+    L.attn_norm = vec(p + "attn_norm.weight", c.dim);
+    L.wq = matrix(p + "attn_q.weight", c.dim, c.q_dim());
+    L.wk = matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+    L.wv = matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    L.wo = matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    if (c.qkv_bias) {
+      L.bq = vec(p + "attn_q.bias", c.q_dim());
+      L.bk = vec(p + "attn_k.bias", c.kv_dim());
+      L.bv = vec(p + "attn_v.bias", c.kv_dim());
+    }
+    L.ffn_norm = vec(p + "ffn_norm.weight", c.dim);
+    L.w_gate = matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    L.w_up = matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    L.w_down = matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  }
+
+  inv_freq_ = rope_inv_freq(c);
+  if (f.find_tensor("rope_freqs.weight")) {  // llama3-style per-frequency divisors
+    const float* ff = vec("rope_freqs.weight", c.rope_dim / 2);
+    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= ff[i];
+  }
+}
+
+size_t Model::weight_bytes() const {
+  size_t total = 0;
+  for (const auto& t : file_->tensors()) total += t.nbytes;
+  return total;
+}
+
+KVShape Model::kv_shape(DType kv_type, int block_size) const {
+  KVShape s;
+  s.n_layers = config_.n_layers;
+  s.n_kv_heads = config_.n_kv_heads;
+  s.head_dim = config_.head_dim;
+  s.block_size = block_size;
+  s.type = kv_type;
+  return s;
+}
+
+void Model::ensure_scratch(int64_t n, int64_t n_logits) {
+  const ModelConfig& c = config_;
+  if (n > cap_tokens_) {
+    cap_tokens_ = n;
+    x_.resize(static_cast<size_t>(n * c.dim));
+    h_.resize(static_cast<size_t>(n * c.dim));
+    q_.resize(static_cast<size_t>(n * c.q_dim()));
+    k_.resize(static_cast<size_t>(n * c.kv_dim()));
+    v_.resize(static_cast<size_t>(n * c.kv_dim()));
+    att_.resize(static_cast<size_t>(n * c.q_dim()));
+    gate_.resize(static_cast<size_t>(n * c.ffn_dim));
+    up_.resize(static_cast<size_t>(n * c.ffn_dim));
+  }
+  if (static_cast<int64_t>(hl_.size()) < n_logits * c.dim)
+    hl_.resize(static_cast<size_t>(n_logits * c.dim));
+}
+
+void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t n = b.n_tokens();
+  const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
+  if (n == 0) return;
+  ensure_scratch(n, n_out);
+  for (int64_t t = 0; t < n; ++t) {
+    int32_t tok = b.tokens[static_cast<size_t>(t)];
+    if (tok < 0 || tok >= c.n_vocab) fail("token id {} out of range [0, {})", tok, c.n_vocab);
+    cpu::dequantize_row(tok_embd_, tok, &x_[static_cast<size_t>(t * c.dim)]);
+  }
+
+  cpu::AttentionArgs aa;
+  aa.q = q_.data();
+  aa.n_tokens = n;
+  aa.n_heads = c.n_heads;
+  aa.positions = b.positions.data();
+  aa.seq_index = b.seq_index.data();
+  aa.seqs = b.seqs.data();
+  aa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  aa.out = att_.data();
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = layers_[static_cast<size_t>(l)];
+    const cpu::PagedKVLayer kvl = kv.layer(l);
+
+    // Attention block.
+    cpu::rms_norm(x_.data(), L.attn_norm, h_.data(), n, c.dim, c.rms_eps);
+    act_.prepare(h_.data(), n, c.dim, L.wq.type, pool);
+    cpu::matmul(L.wq, act_, q_.data(), pool);
+    if (L.wk.type != L.wq.type) act_.prepare(h_.data(), n, c.dim, L.wk.type, pool);
+    cpu::matmul(L.wk, act_, k_.data(), pool);
+    if (L.wv.type != L.wk.type) act_.prepare(h_.data(), n, c.dim, L.wv.type, pool);
+    cpu::matmul(L.wv, act_, v_.data(), pool);
+    if (L.bq) {
+      for (int64_t t = 0; t < n; ++t) {
+        cpu::add(&q_[static_cast<size_t>(t * c.q_dim())], L.bq, c.q_dim());
+        cpu::add(&k_[static_cast<size_t>(t * c.kv_dim())], L.bk, c.kv_dim());
+        cpu::add(&v_[static_cast<size_t>(t * c.kv_dim())], L.bv, c.kv_dim());
+      }
+    }
+    cpu::rope(q_.data(), b.positions.data(), n, c.n_heads, c.head_dim, c.rope_dim,
+              inv_freq_.data(), c.rope_neox);
+    cpu::rope(k_.data(), b.positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
+              inv_freq_.data(), c.rope_neox);
+    cpu::kv_write(kvl, k_.data(), v_.data(), b.slots.data(), n);
+    cpu::attention(kvl, aa, pool);
+    act_.prepare(att_.data(), n, c.q_dim(), L.wo.type, pool);
+    cpu::matmul(L.wo, act_, h_.data(), pool);
+    cpu::add(x_.data(), h_.data(), n * c.dim);
+
+    // Feed-forward block (SwiGLU).
+    cpu::rms_norm(x_.data(), L.ffn_norm, h_.data(), n, c.dim, c.rms_eps);
+    act_.prepare(h_.data(), n, c.dim, L.w_gate.type, pool);
+    cpu::matmul(L.w_gate, act_, gate_.data(), pool);
+    if (L.w_up.type != L.w_gate.type) act_.prepare(h_.data(), n, c.dim, L.w_up.type, pool);
+    cpu::matmul(L.w_up, act_, up_.data(), pool);
+    cpu::swiglu(gate_.data(), up_.data(), gate_.data(), n * c.ffn_dim);
+    act_.prepare(gate_.data(), n, c.ffn_dim, L.w_down.type, pool);
+    cpu::matmul(L.w_down, act_, h_.data(), pool);
+    cpu::add(x_.data(), h_.data(), n * c.dim);
+  }
+
+  if (n_out == 0) return;
+  for (int64_t i = 0; i < n_out; ++i) {
+    int32_t row = b.logit_rows[static_cast<size_t>(i)];
+    std::memcpy(&hl_[static_cast<size_t>(i * c.dim)], &x_[static_cast<size_t>(row) * c.dim],
+                sizeof(float) * static_cast<size_t>(c.dim));
+  }
+  cpu::rms_norm(hl_.data(), output_norm_, hl_.data(), n_out, c.dim, c.rms_eps);
+  act_.prepare(hl_.data(), n_out, c.dim, output_.type, pool);
+  cpu::matmul(output_, act_, logits, pool);
+}
+
+}  // namespace kvasir

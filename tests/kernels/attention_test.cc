@@ -1,0 +1,471 @@
+// Tests for the paged flash attention kernel and kv_write (src/kvasir/kernels/cpu/attention.h).
+//
+// Accuracy: attention() is compared with attention_reference() (scores, softmax and weighted sum
+// in double over the same f16/f32 cache contents). q, K, V are uniform in [-1, 1] (q in [-2, 2]).
+// The kernel's error sources, all float: the score (a D-term fused multiply-add chain), exp
+// (Highway, <= 1 ulp), the running sums over n keys and the rescales. Rounding errors of such sums
+// grow like sqrt(n) * 2^-24 * (sum of |terms|); with weights summing to 1 and |v| <= 1 this is
+// ~3e-6 at n = 2000 (observed: at most 3.3e-7 over all tests, D up to 128). kTol = 5e-6 leaves
+// >10x headroom, while a mask wrong by one key changes an output by ~|v - out| / n (~1e-4 at
+// n = 2000, far more for the short sequences every test includes), and a wrong head, block or
+// scale is off by O(0.1). (Checked: masking the diagonal key fails 10 tests.)
+//
+// Batch invariance is tested bitwise (memcmp): batch vs each query alone, one call vs chunked
+// prefill, and 1 vs 2 vs 3 threads.
+#include "kvasir/kernels/cpu/attention.h"
+
+#include <gtest/gtest.h>
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kvasir/tensor/dtype.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir::cpu {
+namespace {
+
+constexpr float kTol = 5e-6f;
+
+// A paged KV layer with random non-contiguous block tables and random K/V for every position of
+// every sequence, written through kv_write().
+struct World {
+  int n_heads, n_kv_heads, head_dim, block_size;
+  DType type;
+  std::vector<int> seq_len;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<AttentionSeq> seqs;
+  std::vector<uint8_t> kbuf, vbuf;
+  PagedKVLayer layer;
+  // q for every (seq, position): q_of[s][pos * n_heads * head_dim ...]
+  std::vector<std::vector<float>> q_of;
+  // K/V rows for every (seq, position), n_kv_heads * head_dim each (to rewrite a fresh cache)
+  std::vector<std::vector<float>> k_of, v_of;
+
+  World(int n_heads_, int n_kv_heads_, int head_dim_, DType type_, std::vector<int> lens,
+        uint32_t seed, int block_size_ = 16)
+      : n_heads(n_heads_),
+        n_kv_heads(n_kv_heads_),
+        head_dim(head_dim_),
+        block_size(block_size_),
+        type(type_),
+        seq_len(std::move(lens)) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    int64_t n_blocks = 3;  // a few spare blocks that no sequence uses
+    for (int len : seq_len) n_blocks += (len + block_size - 1) / block_size;
+    std::vector<int32_t> ids(n_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    size_t next = 0;
+    for (int len : seq_len) {
+      tables.emplace_back(ids.begin() + next, ids.begin() + next + (len + block_size - 1) / block_size);
+      next += tables.back().size();
+    }
+    for (auto& t : tables) seqs.push_back({t.data(), static_cast<int32_t>(t.size())});
+
+    const size_t elems = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim;
+    const size_t esize = type == DType::F16 ? 2 : 4;
+    // Fill unused slots with NaN bit patterns: the kernel must never let them leak.
+    kbuf.assign(elems * esize, 0xff);
+    vbuf.assign(elems * esize, 0xff);
+    layer = {type, block_size, n_kv_heads, head_dim, n_blocks, kbuf.data(), vbuf.data()};
+
+    const int qrow = n_heads * head_dim, kvrow = n_kv_heads * head_dim;
+    for (size_t s = 0; s < seq_len.size(); ++s) {
+      const int len = seq_len[s];
+      q_of.emplace_back(static_cast<size_t>(len) * qrow);
+      for (float& x : q_of.back()) x = 2.0f * u(rng);
+      k_of.emplace_back(static_cast<size_t>(len) * kvrow);
+      v_of.emplace_back(static_cast<size_t>(len) * kvrow);
+      for (float& x : k_of.back()) x = u(rng);
+      for (float& x : v_of.back()) x = u(rng);
+      write(layer, static_cast<int>(s), 0, len);
+    }
+  }
+
+  int32_t slot(int s, int pos) const {
+    return tables[s][pos / block_size] * block_size + pos % block_size;
+  }
+
+  // Writes K/V of positions [p0, p1) of sequence s into `l`.
+  void write(const PagedKVLayer& l, int s, int p0, int p1) const {
+    std::vector<int32_t> slots;
+    for (int p = p0; p < p1; ++p) slots.push_back(slot(s, p));
+    const size_t kvrow = static_cast<size_t>(n_kv_heads) * head_dim;
+    kv_write(l, k_of[s].data() + p0 * kvrow, v_of[s].data() + p0 * kvrow, slots.data(), p1 - p0);
+  }
+
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+};
+
+// A batch of query tokens (seq, pos).
+struct Batch {
+  std::vector<float> q, out;
+  std::vector<int32_t> pos, seq;
+  AttentionArgs args;
+
+  Batch(const World& w, const std::vector<std::pair<int, int>>& tokens) {
+    const size_t qrow = static_cast<size_t>(w.n_heads) * w.head_dim;
+    for (auto [s, p] : tokens) {
+      seq.push_back(s);
+      pos.push_back(p);
+      q.insert(q.end(), w.q_of[s].begin() + p * qrow, w.q_of[s].begin() + (p + 1) * qrow);
+    }
+    out.assign(q.size(), -12345.0f);
+    args.q = q.data();
+    args.n_tokens = static_cast<int64_t>(tokens.size());
+    args.n_heads = w.n_heads;
+    args.positions = pos.data();
+    args.seq_index = seq.data();
+    args.seqs = w.seqs.data();
+    args.n_seqs = static_cast<int32_t>(w.seqs.size());
+    args.scale = w.scale();
+    args.out = out.data();
+  }
+};
+
+std::vector<std::pair<int, int>> prefill_tokens(const World& w) {
+  std::vector<std::pair<int, int>> t;
+  for (size_t s = 0; s < w.seq_len.size(); ++s) {
+    for (int p = 0; p < w.seq_len[s]; ++p) t.emplace_back(static_cast<int>(s), p);
+  }
+  return t;
+}
+
+std::vector<std::pair<int, int>> decode_tokens(const World& w) {
+  std::vector<std::pair<int, int>> t;
+  for (size_t s = 0; s < w.seq_len.size(); ++s) t.emplace_back(static_cast<int>(s), w.seq_len[s] - 1);
+  return t;
+}
+
+// Runs attention and the reference on the same tokens; returns the max abs difference.
+float max_error(const World& w, const std::vector<std::pair<int, int>>& tokens, ThreadPool& pool) {
+  Batch b(w, tokens), r(w, tokens);
+  attention(w.layer, b.args, pool);
+  attention_reference(w.layer, r.args);
+  float err = 0;
+  for (size_t i = 0; i < b.out.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(b.out[i])) << "at " << i;
+    err = std::max(err, std::abs(b.out[i] - r.out[i]));
+  }
+  return err;
+}
+
+// Runs fn once per compiled SIMD target this CPU supports (AVX-512, AVX2, scalar).
+void for_each_target(const std::function<void()>& fn) {
+  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((hwy::SupportedTargets() & t) == 0 && t != HWY_SCALAR) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+struct Shape {
+  int n_heads, n_kv_heads, head_dim;
+  DType type;
+};
+
+class AttentionVsReference : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionVsReference, PrefillSeveralSequences) {
+  const Shape sh = GetParam();
+  // Lengths cross block boundaries (15/16/17, 33) and include a single-token sequence.
+  World w(sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.type, {1, 17, 5, 33, 16, 70}, 1);
+  ThreadPool pool(2);
+  EXPECT_LT(max_error(w, prefill_tokens(w), pool), kTol);
+}
+
+TEST_P(AttentionVsReference, DecodeOneQueryPerSequence) {
+  const Shape sh = GetParam();
+  World w(sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.type, {1, 2, 15, 16, 17, 31, 32, 33, 100}, 2);
+  ThreadPool pool(2);
+  EXPECT_LT(max_error(w, decode_tokens(w), pool), kTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionVsReference,
+    ::testing::Values(Shape{8, 2, 64, DType::F16}, Shape{8, 2, 64, DType::F32},   // GQA
+                      Shape{4, 1, 32, DType::F16}, Shape{4, 1, 128, DType::F32},  // MQA
+                      Shape{8, 2, 128, DType::F16}, Shape{2, 2, 32, DType::F32},  // MHA
+                      Shape{6, 3, 36, DType::F16}, Shape{3, 1, 20, DType::F32}),  // odd dims
+    [](const ::testing::TestParamInfo<Shape>& i) {
+      return fmt::format("h{}_kv{}_d{}_{}", i.param.n_heads, i.param.n_kv_heads, i.param.head_dim,
+                         dtype_name(i.param.type));
+    });
+
+TEST(Attention, LongContext2000) {
+  for (DType type : {DType::F16, DType::F32}) {
+    World w(8, 2, 64, type, {2000}, 3);
+    ThreadPool pool(2);
+    // The decode query and a prefill chunk at the end of the prompt.
+    std::vector<std::pair<int, int>> tokens;
+    for (int p = 1985; p < 2000; ++p) tokens.emplace_back(0, p);
+    const float err = max_error(w, tokens, pool);
+    EXPECT_LT(err, kTol) << dtype_name(type);
+  }
+}
+
+TEST(Attention, OtherBlockSizes) {
+  // Block sizes that are not a multiple of 8 exercise the 4- and 1-key score paths.
+  for (int bs : {1, 5, 8, 32}) {
+    World w(8, 2, 64, DType::F16, {1, 9, 40}, 4, bs);
+    ThreadPool pool(2);
+    EXPECT_LT(max_error(w, prefill_tokens(w), pool), kTol) << "block_size " << bs;
+  }
+}
+
+TEST(Attention, EverySimdTargetMatchesReference) {
+  ThreadPool pool(2);
+  for_each_target([&] {
+    World w(8, 2, 64, DType::F16, {3, 17, 50}, 5);
+    EXPECT_LT(max_error(w, prefill_tokens(w), pool), kTol);
+    World m(3, 1, 36, DType::F32, {1, 33}, 6);
+    EXPECT_LT(max_error(m, prefill_tokens(m), pool), kTol);
+  });
+}
+
+TEST(Attention, ScalarTargetIsReallyDispatched) {
+  // Guards for_each_target: the scalar target does not fuse multiply-adds, so its results differ
+  // (in the last bits) from the AVX2 ones. Otherwise SetSupportedTargetsForTest did nothing.
+  if ((hwy::SupportedTargets() & (HWY_AVX2 | HWY_AVX3)) == 0) GTEST_SKIP() << "no AVX2";
+  World w(8, 2, 64, DType::F32, {40}, 7);
+  ThreadPool pool(1);
+  Batch a(w, prefill_tokens(w)), b(w, prefill_tokens(w));
+  attention(w.layer, a.args, pool);
+  hwy::SetSupportedTargetsForTest(HWY_SCALAR);
+  attention(w.layer, b.args, pool);
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_NE(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4), 0);
+}
+
+TEST(Attention, CausalFirstTokenSeesOnlyItself) {
+  // Position 0 attends to key 0 alone: out = v_0 (up to the f16 storage of V).
+  World w(4, 2, 32, DType::F32, {10}, 8);
+  ThreadPool pool(1);
+  Batch b(w, {{0, 0}});
+  attention(w.layer, b.args, pool);
+  for (int h = 0; h < 4; ++h) {
+    for (int d = 0; d < 32; ++d) {
+      ASSERT_EQ(b.out[h * 32 + d], w.v_of[0][(h / 2) * 32 + d]) << h << " " << d;
+    }
+  }
+}
+
+// ---- batch invariance ----
+
+void expect_rows_equal(const std::vector<float>& a, size_t ai, const std::vector<float>& b,
+                       size_t bi, size_t row, const char* what) {
+  ASSERT_EQ(std::memcmp(a.data() + ai * row, b.data() + bi * row, row * sizeof(float)), 0)
+      << what << ": token " << ai;
+}
+
+class AttentionInvariance : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionInvariance, BatchEqualsEachQueryAlone) {
+  const Shape sh = GetParam();
+  World w(sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.type, {60, 51, 4, 37}, 11);
+  // Mixed batch: a prefill, a decode, a prefill chunk continuing earlier tokens, a short prefill,
+  // and a second query of sequence 1 far from its first (same sequence, not adjacent).
+  std::vector<std::pair<int, int>> tokens;
+  for (int p = 0; p < 38; ++p) tokens.emplace_back(0, p);
+  tokens.emplace_back(1, 50);
+  for (int p = 20; p < 37; ++p) tokens.emplace_back(3, p);
+  for (int p = 0; p < 4; ++p) tokens.emplace_back(2, p);
+  tokens.emplace_back(1, 7);
+  ThreadPool pool(2);
+  Batch all(w, tokens);
+  attention(w.layer, all.args, pool);
+  // The same tokens in reverse order form different chunks.
+  std::vector<std::pair<int, int>> rev(tokens.rbegin(), tokens.rend());
+  Batch reversed(w, rev);
+  attention(w.layer, reversed.args, pool);
+  const size_t row = static_cast<size_t>(w.n_heads) * w.head_dim;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    Batch one(w, {tokens[i]});
+    attention(w.layer, one.args, pool);
+    expect_rows_equal(all.out, i, one.out, 0, row, "batch vs alone");
+    expect_rows_equal(all.out, i, reversed.out, tokens.size() - 1 - i, row, "batch vs reversed");
+  }
+}
+
+TEST_P(AttentionInvariance, ChunkedPrefillEqualsOneCall) {
+  const Shape sh = GetParam();
+  const int len = 100;
+  World w(sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.type, {len}, 12);
+  ThreadPool pool(2);
+  Batch whole(w, prefill_tokens(w));
+  attention(w.layer, whole.args, pool);
+
+  // A fresh cache with the same block table, filled chunk by chunk of 7 tokens, each chunk's
+  // attention run right after its K/V are written.
+  std::vector<uint8_t> k2(w.kbuf.size(), 0xff), v2(w.vbuf.size(), 0xff);
+  PagedKVLayer l2 = w.layer;
+  l2.k = k2.data();
+  l2.v = v2.data();
+  const size_t row = static_cast<size_t>(w.n_heads) * w.head_dim;
+  for (int p0 = 0; p0 < len; p0 += 7) {
+    const int p1 = std::min(len, p0 + 7);
+    w.write(l2, 0, p0, p1);
+    std::vector<std::pair<int, int>> tokens;
+    for (int p = p0; p < p1; ++p) tokens.emplace_back(0, p);
+    Batch chunk(w, tokens);
+    attention(l2, chunk.args, pool);
+    for (int p = p0; p < p1; ++p) expect_rows_equal(whole.out, p, chunk.out, p - p0, row, "chunked");
+  }
+}
+
+TEST_P(AttentionInvariance, ThreadCountDoesNotMatter) {
+  const Shape sh = GetParam();
+  World w(sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.type, {45, 3, 80}, 13);
+  std::vector<std::pair<int, int>> tokens = prefill_tokens(w);
+  std::vector<std::vector<float>> outs;
+  for (int n : {1, 2, 3}) {
+    ThreadPool pool(n);
+    Batch b(w, tokens);
+    attention(w.layer, b.args, pool);
+    outs.push_back(b.out);
+  }
+  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0) << "1 vs 2";
+  EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4), 0) << "1 vs 3";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
+                         ::testing::Values(Shape{8, 2, 64, DType::F16}, Shape{4, 4, 32, DType::F32},
+                                           Shape{4, 1, 128, DType::F16}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return fmt::format("h{}_kv{}_d{}_{}", i.param.n_heads,
+                                              i.param.n_kv_heads, i.param.head_dim,
+                                              dtype_name(i.param.type));
+                         });
+
+TEST(Attention, OutputMayAliasQ) {
+  World w(8, 2, 64, DType::F16, {30, 9}, 14);
+  ThreadPool pool(2);
+  Batch ref(w, prefill_tokens(w)), in_place(w, prefill_tokens(w));
+  attention(w.layer, ref.args, pool);
+  in_place.args.out = in_place.q.data();
+  attention(w.layer, in_place.args, pool);
+  EXPECT_EQ(std::memcmp(ref.out.data(), in_place.q.data(), ref.out.size() * 4), 0);
+}
+
+// ---- bad input ----
+
+TEST(Attention, RejectsBadInput) {
+  World w(8, 2, 64, DType::F16, {20}, 15);
+  ThreadPool pool(1);
+  {
+    Batch b(w, {{0, 19}});
+    b.pos[0] = 32;  // needs a third block; the table has two
+    EXPECT_THROW(attention(w.layer, b.args, pool), Error);
+    b.pos[0] = -1;
+    EXPECT_THROW(attention(w.layer, b.args, pool), Error);
+  }
+  {
+    Batch b(w, {{0, 19}});
+    b.seq[0] = 1;  // only one sequence
+    EXPECT_THROW(attention(w.layer, b.args, pool), Error);
+  }
+  {
+    std::vector<int32_t> table = w.tables[0];
+    table[1] = static_cast<int32_t>(w.layer.n_blocks);  // past the cache
+    AttentionSeq bad{table.data(), 2};
+    Batch b(w, {{0, 19}});
+    b.args.seqs = &bad;
+    EXPECT_THROW(attention(w.layer, b.args, pool), Error);
+  }
+  {
+    Batch b(w, {{0, 19}});
+    b.args.n_heads = 7;  // not a multiple of 2 KV heads
+    EXPECT_THROW(attention(w.layer, b.args, pool), Error);
+  }
+  PagedKVLayer q8 = w.layer;
+  q8.type = DType::Q8_0;
+  Batch b(w, {{0, 19}});
+  EXPECT_THROW(attention(q8, b.args, pool), Error);
+}
+
+// ---- kv_write ----
+
+TEST(KVWrite, F16IsBitIdenticalToScalarConversion) {
+  // Random bit patterns (every class: normals, subnormals, inf, NaN with payloads), values near
+  // f16 rounding ties and the overflow threshold.
+  std::mt19937 rng(21);
+  std::vector<float> vals;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    vals.push_back(f);
+  }
+  for (uint32_t h = 0; h < 0x7c00; h += 7) {  // ties and neighbours between f16 values
+    const float a = fp16_to_fp32(static_cast<uint16_t>(h));
+    const float b = fp16_to_fp32(static_cast<uint16_t>(h + 1));
+    const float mid = 0.5f * (a + b);
+    for (float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+      vals.push_back(f);
+      vals.push_back(-f);
+    }
+  }
+  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-45f, 0.0f,
+                  -0.0f, INFINITY, -INFINITY, NAN, -NAN}) {
+    vals.push_back(f);
+    vals.push_back(-f);
+  }
+  const int dim = 64;
+  while (vals.size() % dim) vals.push_back(1.0f);
+  const int64_t n = static_cast<int64_t>(vals.size()) / dim;
+  std::vector<uint16_t> k(n * dim), v(n * dim);
+  PagedKVLayer l{DType::F16, 1, 1, dim, n, k.data(), v.data()};
+  std::vector<int32_t> slots(n);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::reverse(slots.begin(), slots.end());
+  for_each_target([&] {
+    std::fill(k.begin(), k.end(), 0);
+    kv_write(l, vals.data(), vals.data(), slots.data(), n);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int d = 0; d < dim; ++d) {
+        const float f = vals[t * dim + d];
+        const uint16_t want = fp32_to_fp16(f);
+        ASSERT_EQ(k[slots[t] * dim + d], want) << std::hexfloat << f;
+        ASSERT_EQ(v[slots[t] * dim + d], want) << std::hexfloat << f;
+      }
+    }
+  });
+}
+
+TEST(KVWrite, PlacesRowsInTheirSlots) {
+  // 3 blocks of 4 tokens, 2 KV heads of dim 3 (odd: scalar tail), F32.
+  const int bs = 4, nkv = 2, dim = 3;
+  std::vector<float> k(3 * nkv * bs * dim, 0.0f), v(k.size(), 0.0f);
+  PagedKVLayer l{DType::F32, bs, nkv, dim, 3, k.data(), v.data()};
+  std::vector<float> rows(2 * nkv * dim);
+  std::iota(rows.begin(), rows.end(), 1.0f);
+  const int32_t slots[2] = {9, 2};  // block 2 offset 1; block 0 offset 2
+  kv_write(l, rows.data(), rows.data(), slots, 2);
+  for (int t = 0; t < 2; ++t) {
+    for (int g = 0; g < nkv; ++g) {
+      for (int d = 0; d < dim; ++d) {
+        const int block = slots[t] / bs, off = slots[t] % bs;
+        EXPECT_EQ(k[((block * nkv + g) * bs + off) * dim + d], rows[(t * nkv + g) * dim + d]);
+        EXPECT_EQ(v[((block * nkv + g) * bs + off) * dim + d], rows[(t * nkv + g) * dim + d]);
+      }
+    }
+  }
+  const int32_t bad[1] = {12};
+  EXPECT_THROW(kv_write(l, rows.data(), rows.data(), bad, 1), Error);
+  const int32_t neg[1] = {-1};
+  EXPECT_THROW(kv_write(l, rows.data(), rows.data(), neg, 1), Error);
+}
+
+}  // namespace
+}  // namespace kvasir::cpu

@@ -1,0 +1,343 @@
+// matmul: correctness against scalar references for every weight dtype and every SIMD target this
+// CPU can run, and batch invariance (bit-identical rows whatever the batch and thread count).
+#include "kvasir/kernels/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kvasir/tensor/quantize.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir::cpu {
+namespace {
+
+constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+bool is_quant(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0;
+}
+
+struct Weights {
+  DType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  Matrix matrix() const { return {type, rows, cols, bytes.data()}; }
+};
+
+std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = nd(rng);
+  return v;
+}
+
+Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = random_floats(rows * cols, seed, 0.5f);
+  return {t, rows, cols, quantize_tensor(t, w.data(), rows, cols)};
+}
+
+std::vector<float> run_matmul(const Weights& w, const float* x, int64_t n_tokens,
+                              ThreadPool& pool) {
+  std::vector<float> y(static_cast<size_t>(n_tokens * w.rows), -1.0f);
+  matmul(w.matrix(), x, n_tokens, y.data(), pool);
+  return y;
+}
+
+// Runs the test body once per SIMD target this machine supports, restoring the default after.
+class PerTarget : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { force_simd_target(GetParam()); }
+  void TearDown() override { force_simd_target(""); }
+};
+
+std::vector<std::string> targets_to_test() {
+  return simd_targets();
+}
+
+// ---- correctness ----
+
+// Float-family weights vs a double-precision dot of the same (exactly dequantized) weights.
+// Any summation order of K float products has error <= K * u * sum|w_k x_k| (u = 2^-24: each
+// partial sum is rounded once and is part of at most K additions; FMA rounds the product
+// together with the add, never more). The kernel's depth is much smaller (K/lanes + log2(lanes)
+// + tail), so K * u is a safe, order-independent bound; a missing or doubled term is far larger.
+void check_float_family(DType t, int64_t rows, int64_t cols, int64_t n_tokens, ThreadPool& pool) {
+  const Weights w = make_weights(t, rows, cols, 11);
+  const std::vector<float> x = random_floats(n_tokens * cols, 12);
+  const std::vector<float> y = run_matmul(w, x.data(), n_tokens, pool);
+  std::vector<float> wr(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w.matrix(), r, wr.data());
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+      double dot = 0, mag = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        dot += double{wr[k]} * x[tok * cols + k];
+        mag += std::fabs(double{wr[k]} * x[tok * cols + k]);
+      }
+      const double tol = static_cast<double>(cols) * std::ldexp(1.0, -24) * mag;
+      ASSERT_NEAR(y[tok * rows + r], dot, tol) << dtype_name(t) << " r=" << r << " t=" << tok;
+    }
+  }
+}
+
+// Quantized weights, two references:
+//  (1) exact: sum over blocks of d_w * d_x * sum(q_w * q_x), with x quantized by the reference
+//      Q8_0 quantizer (integer part exact, computed in double). The kernel rounds d_w * d_x once
+//      (u), converts exact integer partials (|p| < 2^24, exact), and accumulates nb block terms
+//      per lane then 3 levels of horizontal adds: error <= (nb + 5) * u * sum_b |d_w d_x| *
+//      sum_j |q_w q_x|.
+//  (2) against the double dot of dequantized W with the unquantized float x: the activation
+//      quantization error dominates: |x - d_x q_x| <= 0.5625 d_x (half a step plus fp16 rounding
+//      of the scale, 127 * 2^-11 d_x; see quantize_test), so the bound is
+//      sum_k |w_k| * 0.5625 * d_x(block of k), plus the float accumulation bound of (1).
+void check_quantized(DType t, int64_t rows, int64_t cols, int64_t n_tokens, ThreadPool& pool) {
+  const Weights w = make_weights(t, rows, cols, 21);
+  const std::vector<float> x = random_floats(n_tokens * cols, 22);
+  const std::vector<float> y = run_matmul(w, x.data(), n_tokens, pool);
+  const int64_t nb = cols / 32;
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
+  std::vector<float> wr(static_cast<size_t>(cols));
+  std::vector<float> wcode(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w.matrix(), r, wr.data());
+    // Weight codes q_w and scales d_w, read back from the dequantized values.
+    const auto* wrow = w.bytes.data() + static_cast<size_t>(r) * row_bytes(t, cols);
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+      double exact = 0, exact_mag = 0, dot = 0, act_err = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        float dw;
+        int qw[32];
+        if (t == DType::Q8_0) {
+          const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
+          dw = fp16_to_fp32(blk->d);
+          for (int j = 0; j < 32; ++j) qw[j] = blk->qs[j];
+        } else {
+          const auto* blk = reinterpret_cast<const BlockQ4_0*>(wrow) + b;
+          dw = fp16_to_fp32(blk->d);
+          for (int j = 0; j < 16; ++j) {
+            qw[j] = (blk->qs[j] & 0x0f) - 8;
+            qw[j + 16] = (blk->qs[j] >> 4) - 8;
+          }
+        }
+        const BlockQ8_0& xb = xq[tok * nb + b];
+        const double dx = fp16_to_fp32(xb.d);
+        int64_t isum = 0, imag = 0;
+        for (int j = 0; j < 32; ++j) {
+          isum += qw[j] * xb.qs[j];
+          imag += std::abs(qw[j] * xb.qs[j]);
+          ASSERT_EQ(wr[b * 32 + j], static_cast<float>(qw[j]) * dw);  // dequantizer agrees
+          const double xv = x[tok * cols + b * 32 + j];
+          dot += double{wr[b * 32 + j]} * xv;
+          act_err += std::fabs(double{wr[b * 32 + j]}) * 0.5625 * dx;
+        }
+        exact += double{dw} * dx * static_cast<double>(isum);
+        exact_mag += std::fabs(double{dw} * dx) * static_cast<double>(imag);
+      }
+      const double acc_tol = static_cast<double>(nb + 5) * std::ldexp(1.0, -24) * exact_mag;
+      const double got = y[tok * rows + r];
+      ASSERT_NEAR(got, exact, acc_tol) << dtype_name(t) << " r=" << r << " t=" << tok;
+      ASSERT_NEAR(got, dot, act_err + acc_tol) << dtype_name(t) << " r=" << r << " t=" << tok;
+    }
+  }
+}
+
+TEST_P(PerTarget, MatchesScalarReference) {
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  for (DType t : kAllTypes) {
+    // Odd shapes: rows not a multiple of any tile, cols not a multiple of 256 (nor, for floats,
+    // of the vector width), token counts around the tile sizes.
+    const Shape shapes_f[] = {{37, 77, 1}, {37, 77, 5}, {64, 320, 3}, {19, 8, 4}, {5, 1, 2}};
+    const Shape shapes_q[] = {{37, 96, 1}, {37, 96, 5}, {64, 544, 3}, {3, 32, 9}};
+    if (is_quant(t)) {
+      for (const Shape& s : shapes_q) check_quantized(t, s.rows, s.cols, s.n_tokens, pool);
+    } else {
+      for (const Shape& s : shapes_f) check_float_family(t, s.rows, s.cols, s.n_tokens, pool);
+    }
+  }
+}
+
+// ---- batch invariance ----
+
+// y[t][r] must be bit-identical (memcmp) whether token t is computed alone, in a batch, with other
+// neighbours, at another position, and with 1 or 3 threads.
+void check_batch_invariance(DType t, int64_t rows, int64_t cols, int64_t n_tokens) {
+  SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(rows) + "x" +
+               std::to_string(cols) + " tokens=" + std::to_string(n_tokens));
+  const Weights w = make_weights(t, rows, cols, 31);
+  const std::vector<float> x = random_floats(n_tokens * cols, 32);
+  ThreadPool one(1), three(3);
+  const std::vector<float> batch = run_matmul(w, x.data(), n_tokens, one);
+  const std::vector<float> batch3 = run_matmul(w, x.data(), n_tokens, three);
+  ASSERT_EQ(std::memcmp(batch.data(), batch3.data(), batch.size() * 4), 0) << "1 vs 3 threads";
+
+  // Each token alone, with both pools.
+  for (int64_t tok = 0; tok < n_tokens; ++tok) {
+    for (ThreadPool* pool : {&one, &three}) {
+      const std::vector<float> alone = run_matmul(w, x.data() + tok * cols, 1, *pool);
+      ASSERT_EQ(std::memcmp(alone.data(), batch.data() + tok * rows, rows * 4), 0)
+          << "token " << tok << " alone, " << pool->size() << " threads";
+    }
+  }
+
+  // The same tokens reversed, with fresh random tokens interleaved: different tile neighbours and
+  // tile positions (including the tail tile).
+  const std::vector<float> other = random_floats(n_tokens * cols, 33);
+  std::vector<float> mixed;
+  std::vector<int64_t> origin;  // index into x, or -1 for a foreign token
+  for (int64_t i = n_tokens - 1; i >= 0; --i) {
+    mixed.insert(mixed.end(), x.begin() + i * cols, x.begin() + (i + 1) * cols);
+    origin.push_back(i);
+    if (i % 2 == 0) {
+      mixed.insert(mixed.end(), other.begin() + i * cols, other.begin() + (i + 1) * cols);
+      origin.push_back(-1);
+    }
+  }
+  const auto n_mixed = static_cast<int64_t>(origin.size());
+  const std::vector<float> ym = run_matmul(w, mixed.data(), n_mixed, three);
+  for (int64_t i = 0; i < n_mixed; ++i) {
+    if (origin[i] < 0) continue;
+    ASSERT_EQ(std::memcmp(ym.data() + i * rows, batch.data() + origin[i] * rows, rows * 4), 0)
+        << "token " << origin[i] << " at position " << i << " of a mixed batch";
+  }
+}
+
+TEST_P(PerTarget, BatchInvariant) {
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  // Rows not multiples of the 4-row tile nor of the 16-row chunk; cols not multiples of 256 (and
+  // for float weights not of the vector width: exercises the scalar tail); token counts that
+  // leave a tail tile for both the 2- and 4-token tiles. 300 rows x 3 threads gives several
+  // chunks per thread.
+  const Shape shapes_f[] = {{37, 77, 7}, {300, 160, 5}, {6, 16, 3}};
+  const Shape shapes_q[] = {{37, 96, 7}, {300, 544, 5}, {6, 32, 3}};
+  for (DType t : kAllTypes) {
+    for (const Shape& s : is_quant(t) ? shapes_q : shapes_f) {
+      check_batch_invariance(t, s.rows, s.cols, s.n_tokens);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matmul, PerTarget, ::testing::ValuesIn(targets_to_test()),
+                         [](const auto& info) { return info.param; });
+
+// Larger GEMM: multiple L2 chunks and many token tiles, checked against single-token GEMVs.
+TEST(Matmul, PrefillEqualsPerTokenGemv) {
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_0, DType::F16}) {
+    const int64_t rows = 512, cols = 1024, n = 33;
+    const Weights w = make_weights(t, rows, cols, 41);
+    const std::vector<float> x = random_floats(n * cols, 42);
+    const std::vector<float> y = run_matmul(w, x.data(), n, pool);
+    for (int64_t tok = 0; tok < n; tok += 8) {
+      const std::vector<float> alone = run_matmul(w, x.data() + tok * cols, 1, pool);
+      ASSERT_EQ(std::memcmp(alone.data(), y.data() + tok * rows, rows * 4), 0) << tok;
+    }
+  }
+}
+
+// ---- activations ----
+
+TEST(Activations, QuantizationMatchesReferenceQuantizer) {
+  ThreadPool pool(2);
+  for (const std::string& target : simd_targets()) {
+    force_simd_target(target);
+    const int64_t n = 40, cols = 512;  // 640 blocks: above the threshold for threading
+    std::vector<float> x = random_floats(n * cols, 51, 3.0f);
+    // Exact ties after scaling: a block whose amax is 127 has d = 1, so k + 0.5 rounds away from 0.
+    for (int j = 0; j < 32; ++j) x[j] = (j == 0) ? 127.0f : static_cast<float>(j - 16) + 0.5f;
+    for (int j = 32; j < 64; ++j) x[j] = 0.0f;
+    Activations a;
+    a.prepare(x.data(), n, cols, DType::Q4_0, pool);
+    std::vector<BlockQ8_0> ref(static_cast<size_t>(n * cols / 32));
+    quantize_row(DType::Q8_0, x.data(), ref.data(), n * cols);
+    ASSERT_EQ(std::memcmp(a.q8(), ref.data(), ref.size() * sizeof(BlockQ8_0)), 0) << target;
+    for (size_t b = 0; b < ref.size(); ++b) ASSERT_EQ(a.q8_scales()[b], fp16_to_fp32(ref[b].d));
+    EXPECT_EQ(a.n_tokens(), n);
+    EXPECT_EQ(a.prepared_for(), DType::Q4_0);
+  }
+  force_simd_target("");
+}
+
+TEST(Activations, ReusedAcrossMatmulsOfTheSameFamily) {
+  ThreadPool pool(1);
+  const Weights w8 = make_weights(DType::Q8_0, 8, 64, 61);
+  const Weights w4 = make_weights(DType::Q4_0, 8, 64, 62);
+  const std::vector<float> x = random_floats(3 * 64, 63);
+  Activations a;
+  a.prepare(x.data(), 3, 64, DType::Q8_0, pool);
+  std::vector<float> y(24);
+  matmul(w4.matrix(), a, y.data(), pool);  // Q8_0-prepared activations serve Q4_0 too
+  EXPECT_EQ(y, run_matmul(w4, x.data(), 3, pool));
+  matmul(w8.matrix(), a, y.data(), pool);
+  EXPECT_EQ(y, run_matmul(w8, x.data(), 3, pool));
+}
+
+// ---- errors and helpers ----
+
+TEST(Matmul, RejectsBadInput) {
+  ThreadPool pool(1);
+  const Weights w = make_weights(DType::Q4_0, 4, 64, 71);
+  const std::vector<float> x(64 * 2, 1.0f);
+  std::vector<float> y(8);
+  Activations f32;
+  f32.prepare(x.data(), 2, 64, DType::F32, pool);
+  EXPECT_THROW(matmul(w.matrix(), f32, y.data(), pool), Error);  // not quantized
+  Activations wrong_cols;
+  wrong_cols.prepare(x.data(), 1, 128, DType::Q4_0, pool);
+  EXPECT_THROW(matmul(w.matrix(), wrong_cols, y.data(), pool), Error);
+  Matrix k_quant{DType::Q4_K, 4, 256, w.bytes.data()};
+  EXPECT_THROW(matmul(k_quant, x.data(), 1, y.data(), pool), Error);
+  Activations a;
+  EXPECT_THROW(a.prepare(x.data(), 1, 48, DType::Q8_0, pool), Error);  // not a block multiple
+  EXPECT_THROW(dequantize_row(w.matrix(), 4, y.data()), Error);
+  EXPECT_THROW(force_simd_target("NOT_A_TARGET"), Error);
+  try {
+    matmul(w.matrix(), f32, y.data(), pool);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q4_0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Matmul, EmptyBatchIsANoOp) {
+  ThreadPool pool(2);
+  const Weights w = make_weights(DType::F16, 4, 16, 81);
+  float sentinel = 42.0f;
+  matmul(w.matrix(), nullptr, 0, &sentinel, pool);
+  EXPECT_EQ(sentinel, 42.0f);
+}
+
+TEST(Matmul, DequantizeRowMatchesReference) {
+  for (DType t : kAllTypes) {
+    const Weights w = make_weights(t, 3, 64, 91);
+    std::vector<float> got(64), want(64);
+    dequantize_row(w.matrix(), 2, got.data());
+    kvasir::dequantize_row(t, w.bytes.data() + 2 * row_bytes(t, 64), want.data(), 64);
+    EXPECT_EQ(got, want) << dtype_name(t);
+  }
+}
+
+TEST(Matmul, ReportsSimdTarget) {
+  const std::string name = simd_target_name();
+  const std::vector<std::string> all = simd_targets();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(name, all.front());  // dispatch picks the best runnable target
+  force_simd_target(all.back());
+  EXPECT_EQ(std::string(simd_target_name()), all.back());
+  force_simd_target("");
+  EXPECT_EQ(std::string(simd_target_name()), name);
+}
+
+}  // namespace
+}  // namespace kvasir::cpu

@@ -1,0 +1,135 @@
+// Greedy continuations of stories260K must match llama.cpp's (through the pinned node-llama-cpp,
+// tools/llamacpp-ref/greedy.mjs) on the same file: identical in F32; after `kvasir quantize` to
+// F16, Q8_0 and Q4_0, identical or diverging only at a near-tie. Running llama.cpp on the files
+// we write also proves llama.cpp loads them. Skipped (reported as skipped) when the reference is
+// not installed: scripts/install-llamacpp-ref.sh installs it.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "kvasir/engine/sequence_runner.h"
+#include "kvasir/model/model.h"
+#include "kvasir/quant/gguf_quantize.h"
+#include "test_models.h"
+
+namespace kvasir {
+namespace {
+
+std::string nlc_dir() {
+  const char* cache = std::getenv("KVASIR_CACHE");
+  std::string c = cache ? cache : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/kvasir";
+  return c + "/nlc/node_modules/node-llama-cpp";
+}
+
+bool reference_available(std::string* why) {
+  if (std::system("node --version > /dev/null 2>&1") != 0) {
+    *why = "node is not installed";
+    return false;
+  }
+  if (!std::filesystem::exists(nlc_dir() + "/package.json")) {
+    *why = "node-llama-cpp is not installed at " + nlc_dir() +
+           " (run scripts/install-llamacpp-ref.sh)";
+    return false;
+  }
+  return true;
+}
+
+std::vector<nlohmann::json> run_llamacpp(const std::string& model,
+                                         const std::vector<std::string>& prompts, int n) {
+  std::string dir = testing::temp_dir();
+  std::string pf = dir + "/prompts.json", out = dir + "/greedy.jsonl";
+  std::ofstream(pf) << nlohmann::json(prompts).dump();
+  std::string cmd = "node " + std::string(KVASIR_SOURCE_DIR) +
+                    "/tools/llamacpp-ref/greedy.mjs --threads 2 --model '" + model +
+                    "' --n " + std::to_string(n) + " --prompts '" + pf + "' > '" + out + "'";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0) throw std::runtime_error("llama.cpp reference failed: " + cmd);
+  std::vector<nlohmann::json> res;
+  std::ifstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) res.push_back(nlohmann::json::parse(line));
+  return res;
+}
+
+struct Step {
+  int32_t token;
+  float gap;  // top-1 minus top-2 logit
+};
+
+// Our greedy continuation, fed the reference's tokens so that after a divergence we keep
+// measuring on the reference's path (llama.cpp's choice at step i is on ref[i]).
+std::vector<Step> our_steps(Model& m, const std::vector<int32_t>& prompt,
+                            const std::vector<int32_t>& ref, ThreadPool& pool) {
+  SequenceRunnerOptions o;
+  o.max_ctx = 512;
+  SequenceRunner r(m, pool, o);
+  std::vector<Step> steps;
+  auto logits = r.feed(prompt);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    int32_t best = 0;
+    float b1 = -1e30f, b2 = -1e30f;
+    for (int32_t v = 0; v < r.n_vocab(); ++v) {
+      float x = logits[static_cast<size_t>(v)];
+      if (x > b1) {
+        b2 = b1, b1 = x, best = v;
+      } else if (x > b2) {
+        b2 = x;
+      }
+    }
+    steps.push_back({best, b1 - b2});
+    int32_t next = ref[i];
+    logits = r.feed(std::span(&next, 1));
+  }
+  return steps;
+}
+
+class LlamaCppGreedy : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppGreedy, Stories260KContinuationsMatch) {
+  std::string why;
+  if (!reference_available(&why)) GTEST_SKIP() << "llama.cpp reference not available: " << why;
+  const std::string type = GetParam();
+  std::string path = testing::stories260k();
+  if (type != "f32") {
+    path = testing::temp_dir() + "/stories260K-" + type + ".gguf";
+    quantize_gguf(testing::stories260k(), path, *dtype_from_name(type));
+  }
+  const std::vector<std::string> prompts = {"Once upon a time", "Tom and Lily went to",
+                                            "The little dog", "One day, a girl named Sue"};
+  const int n = 128;
+  auto ref = run_llamacpp(path, prompts, n);
+  ASSERT_EQ(ref.size(), prompts.size());
+  auto model = Model::load(path);
+  ThreadPool pool(2);
+  int diverged = 0;
+  for (const auto& r : ref) {
+    auto prompt = r["prompt_tokens"].get<std::vector<int32_t>>();
+    auto toks = r["tokens"].get<std::vector<int32_t>>();
+    ASSERT_EQ(toks.size(), size_t(n));
+    auto steps = our_steps(*model, prompt, toks, pool);
+    for (size_t i = 0; i < toks.size(); ++i) {
+      if (steps[i].token == toks[i]) continue;
+      // Both engines read the same weights; they differ only in rounding (llama.cpp converts
+      // activations to f16 for f16 weights, sums in another order, uses f16 softmax pieces in
+      // its flash attention). Those move stories260K's logits (|logit| ~ 10-20) by ~1e-3..1e-2,
+      // so a different argmax is legitimate only where our top-2 gap is below 0.05. (F32 must
+      // not differ at all: checked below.) Because we follow llama.cpp's tokens (teacher
+      // forcing), every later step stays comparable after a near-tie.
+      const float bound = 0.05f;
+      EXPECT_LT(steps[i].gap, bound)
+          << type << " prompt '" << r["prompt"].get<std::string>() << "' step " << i
+          << ": kvasir picks " << steps[i].token << ", llama.cpp " << toks[i];
+      diverged++;
+    }
+  }
+  RecordProperty("near_tie_mismatches", diverged);
+  if (type == "f32") EXPECT_EQ(diverged, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LlamaCppGreedy, ::testing::Values("f32", "f16", "q8_0", "q4_0"));
+
+}  // namespace
+}  // namespace kvasir
