@@ -62,11 +62,13 @@ void run(benchmark::State& state, int ctx, int n_queries) {
     attention(s.layer, a, pool);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(n_queries), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_queries),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_AttentionDecode(benchmark::State& state) { run(state, static_cast<int>(state.range(0)), 1); }
+void BM_AttentionDecode(benchmark::State& state) {
+  run(state, static_cast<int>(state.range(0)), 1);
+}
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{128, 512, 2048}, {1, 2}})
     ->ArgNames({"ctx", "threads"})

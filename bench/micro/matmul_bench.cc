@@ -1,13 +1,15 @@
 // Microbenchmarks for matmul (y = x · Wᵀ) at TinyLlama-1.1B sizes: every weight dtype, GEMV (1
 // token, decode) and GEMM (16 and 128 tokens, prefill) on a 2048x2048 (attention projection) and a
-// 768x2048 matrix, on a 2-thread pool. Bytes processed = weight bytes streamed, so GEMV rows read
-// as weight bandwidth (GB/s); GEMM rows also report GFLOPS (2 * rows * cols * tokens per call).
-// Activations are prepared (quantized for Q8_0/Q4_0) once, outside the timed loop.
+// 768x2048 matrix, on a 2-thread pool (or $KVASIR_BENCH_THREADS). Bytes processed = weight bytes
+// streamed, so GEMV rows read as weight bandwidth (GB/s); GEMM rows also report GFLOPS (2 * rows *
+// cols * tokens per call). Activations are prepared (quantized for Q8_0/Q4_0) once, outside the
+// timed loop.
 //
 // These matrices fit in L3; BM_MatmulCold cycles through enough copies of a 2048x5632 (FFN-size)
 // Q4_0 matrix to stream from DRAM, the number that bounds decode speed.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -18,7 +20,11 @@
 namespace kvasir::cpu {
 namespace {
 
-constexpr int kThreads = 2;
+// Threads of the pool: 2, or $KVASIR_BENCH_THREADS.
+int bench_threads() {
+  const char* env = std::getenv("KVASIR_BENCH_THREADS");
+  return env != nullptr ? std::atoi(env) : 2;
+}
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -29,7 +35,7 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
 }
 
 ThreadPool& pool() {
-  static ThreadPool p(kThreads);
+  static ThreadPool p(bench_threads());
   return p;
 }
 

@@ -25,7 +25,8 @@ void BM_Rope(benchmark::State& state) {
   const int64_t rows = state.range(0);
   const int heads = 32, dim = 64;
   std::vector<float> x(rows * heads * dim, 0.5f), inv_freq(dim / 2);
-  for (int i = 0; i < dim / 2; ++i) inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / dim));
+  for (int i = 0; i < dim / 2; ++i)
+    inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / dim));
   std::vector<int32_t> pos(rows);
   for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r + 100);
   for (auto _ : state) {

@@ -129,7 +129,7 @@ Runner add_run(CLI::App& app) {
     const int limit = o->n < 0 ? ctx - n_prompt : o->n;
     while (generated < limit) {
       int32_t t = sampler.sample(logits.data(), cfg.n_vocab);
-      if (!sp.ignore_eos && (tok.is_eog(t) || sp.stops_on_token(t, tok.eog_ids()))) {
+      if (sp.stops_on_token(t, tok.eog_ids())) {
         reason = "eos";
         break;
       }

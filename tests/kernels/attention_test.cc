@@ -66,7 +66,8 @@ struct World {
     std::shuffle(ids.begin(), ids.end(), rng);
     size_t next = 0;
     for (int len : seq_len) {
-      tables.emplace_back(ids.begin() + next, ids.begin() + next + (len + block_size - 1) / block_size);
+      tables.emplace_back(ids.begin() + next,
+                          ids.begin() + next + (len + block_size - 1) / block_size);
       next += tables.back().size();
     }
     for (auto& t : tables) seqs.push_back({t.data(), static_cast<int32_t>(t.size())});
@@ -142,7 +143,8 @@ std::vector<std::pair<int, int>> prefill_tokens(const World& w) {
 
 std::vector<std::pair<int, int>> decode_tokens(const World& w) {
   std::vector<std::pair<int, int>> t;
-  for (size_t s = 0; s < w.seq_len.size(); ++s) t.emplace_back(static_cast<int>(s), w.seq_len[s] - 1);
+  for (size_t s = 0; s < w.seq_len.size(); ++s)
+    t.emplace_back(static_cast<int>(s), w.seq_len[s] - 1);
   return t;
 }
 
@@ -320,7 +322,8 @@ TEST_P(AttentionInvariance, ChunkedPrefillEqualsOneCall) {
     for (int p = p0; p < p1; ++p) tokens.emplace_back(0, p);
     Batch chunk(w, tokens);
     attention(l2, chunk.args, pool);
-    for (int p = p0; p < p1; ++p) expect_rows_equal(whole.out, p, chunk.out, p - p0, row, "chunked");
+    for (int p = p0; p < p1; ++p)
+      expect_rows_equal(whole.out, p, chunk.out, p - p0, row, "chunked");
   }
 }
 

@@ -45,13 +45,15 @@ TEST(Ops, RmsNormMatchesReference) {
   for_each_target([] {
     for (int64_t dim : kLengths) {
       const int64_t rows = 3;
-      std::vector<float> x = random_vec(rows * dim, -3.0f, 3.0f, 1), w = random_vec(dim, -2.0f, 2.0f, 2);
+      std::vector<float> x = random_vec(rows * dim, -3.0f, 3.0f, 1),
+                         w = random_vec(dim, -2.0f, 2.0f, 2);
       std::vector<float> out(rows * dim);
       const float eps = 1e-5f;
       rms_norm(x.data(), w.data(), out.data(), rows, dim, eps);
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
-        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+        for (int64_t i = 0; i < dim; ++i)
+          ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
         const double scale = 1.0 / std::sqrt(ss / dim + eps);
         for (int64_t i = 0; i < dim; ++i) {
           const double ref = x[r * dim + i] * scale * w[i];
@@ -88,7 +90,8 @@ TEST(Ops, RopeMatchesDoubleReference) {
     const int n_heads = 3;
     const std::vector<int32_t> pos = {0, 1, 17, 1999, 4095, 100000};
     for (bool neox : {false, true}) {
-      for (auto [head_dim, rope_dim] : {std::pair{64, 64}, {128, 128}, {64, 32}, {80, 20}, {6, 6}}) {
+      for (auto [head_dim, rope_dim] :
+           {std::pair{64, 64}, {128, 128}, {64, 32}, {80, 20}, {6, 6}}) {
         std::vector<float> inv_freq(rope_dim / 2);
         for (int i = 0; i < rope_dim / 2; ++i) {
           inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rope_dim));
@@ -172,7 +175,8 @@ TEST(Ops, SoftmaxMatchesReference) {
   // relative error), exp (<= 1 ulp), a float sum of n terms (relative error ~sqrt(n) * 2^-24
   // typical), one multiply: tolerance (1e-6 + 2^-23 * |x - max|) relative, for n <= 32000.
   for_each_target([] {
-    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{31}, int64_t{2051}, int64_t{32000}}) {
+    for (int64_t n :
+         {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{31}, int64_t{2051}, int64_t{32000}}) {
       std::vector<float> x = random_vec(n, -15.0f, 15.0f, 8);
       std::vector<float> y = x;
       softmax(y.data(), n);

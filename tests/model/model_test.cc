@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kvasir/engine/sequence_runner.h"
+#include "kvasir/util/error.h"
 #include "reference_llama.h"
 #include "test_models.h"
 

@@ -39,7 +39,9 @@ std::vector<double> softmax_ref(const std::vector<double>& logits, double t = 1.
   return p;
 }
 
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> to_double(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
 
 SamplingParams seeded(uint64_t seed = 1) {
   SamplingParams p;
@@ -162,13 +164,39 @@ TEST(Sampler, DrawIsInverseCdfOfDocumentedUniform) {
   EXPECT_EQ(got, (std::vector<int32_t>{3, 3, 3, 1, 3, 0, 2, 2, 1, 2, 0, 2, 3, 3, 3, 3}));
 }
 
+// Over a vocabulary of many 1024-token blocks, the draw (which skips whole blocks by their mass)
+// still lands where the double-precision inverse CDF says, except when u falls within 1e-6 of a
+// CDF step, where float weights may legitimately decide the other way.
+TEST(Sampler, BlockedDrawMatchesInverseCdf) {
+  const int32_t n = 10000;
+  const auto logits = random_logits(n, 15, 1.0f);
+  const auto ref = softmax_ref(to_double(logits));
+  std::vector<double> cdf(n);
+  std::partial_sum(ref.begin(), ref.end(), cdf.begin());
+  Sampler s(seeded(77), n);
+  std::mt19937_64 engine(77);
+  int checked = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const double u = static_cast<double>(engine() >> 11) * 0x1.0p-53;
+    const int32_t expected =
+        static_cast<int32_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+    const int32_t t = s.sample(logits.data(), n);
+    const double lo = expected > 0 ? cdf[expected - 1] : 0.0;
+    if (u - lo < 1e-6 || cdf[expected] - u < 1e-6) continue;
+    ASSERT_EQ(t, expected) << "draw " << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1900);
+}
+
 // 20000 draws from a known distribution; each count must lie within 4 standard deviations of
 // its expectation (binomial sigma = sqrt(n p (1 - p))). The seed is fixed, so this cannot flake;
 // a biased sampler (e.g. off-by-one in the CDF scan) moves counts by far more than 4 sigma.
 void expect_frequencies(Sampler& s, const std::vector<float>& logits,
                         const std::vector<double>& expected, int n = 20000) {
   std::vector<int> counts(logits.size(), 0);
-  for (int i = 0; i < n; ++i) ++counts[s.sample(logits.data(), static_cast<int32_t>(logits.size()))];
+  for (int i = 0; i < n; ++i)
+    ++counts[s.sample(logits.data(), static_cast<int32_t>(logits.size()))];
   for (size_t t = 0; t < expected.size(); ++t) {
     const double mean = n * expected[t];
     const double sigma = std::sqrt(n * expected[t] * (1.0 - expected[t]));
@@ -274,9 +302,9 @@ TEST(Sampler, TopPAppliesAfterTemperatureAndTopK) {
   EXPECT_EQ(support(p, logits), (std::set<int32_t>{0, 1}));
 }
 
-TEST(Sampler, TopPLargeVocabNeedsWideningSearch) {
-  // A flat distribution over 152k tokens: top_p = 0.5 needs tens of thousands of tokens, far past
-  // the first 256-token chunk.
+TEST(Sampler, TopPFlatLargeVocab) {
+  // A flat distribution over 152k tokens: top_p = 0.5 needs tens of thousands of tokens, too many
+  // to sort, so the histogram path decides.
   const int32_t n = 152064;
   const auto logits = random_logits(n, 12, 0.5f);
   SamplingParams p = seeded();
@@ -300,6 +328,50 @@ TEST(Sampler, TopPLargeVocabNeedsWideningSearch) {
   }
   EXPECT_LT(cum, 0.5);
   EXPECT_GE(cum + ref[ids[kept - 1]], 0.5);
+}
+
+TEST(Sampler, TopPPeakedLargeVocab) {
+  // A peaked row: the kept prefix is found among a few sorted candidates.
+  const int32_t n = 50000;
+  auto logits = random_logits(n, 13, 2.0f);
+  for (int i = 0; i < 30; ++i) logits[i * 997] = 12.0f - 0.25f * i;
+  SamplingParams p = seeded();
+  p.top_p = 0.8f;
+  Sampler s(p, n);
+  const auto probs = probabilities(s, logits);
+  const auto ref = softmax_ref(to_double(logits));
+  std::vector<int32_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  double cum = 0.0;
+  size_t expect = 0;
+  while (cum < 0.8) cum += ref[ids[expect++]];
+  size_t kept = 0;
+  for (float x : probs) kept += x > 0.0f;
+  EXPECT_EQ(kept, expect);
+  for (size_t j = 0; j < expect; ++j) EXPECT_GT(probs[ids[j]], 0.0f) << "rank " << j;
+}
+
+TEST(Sampler, MinPLargeVocabMatchesReference) {
+  // Min-p alone takes the logit pre-filter path; check it against the definition in double,
+  // skipping tokens within 1e-5 (relative) of the threshold, where float rounding may decide.
+  const int32_t n = 152064;
+  const auto logits = random_logits(n, 14, 2.0f);
+  SamplingParams p = seeded();
+  p.temperature = 0.7f;
+  p.min_p = 0.05f;
+  Sampler s(p, n);
+  const auto probs = probabilities(s, logits);
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  int kept = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const double rel = std::exp((logits[i] - mx) / 0.7);
+    if (std::fabs(rel - 0.05) < 1e-5 * 0.05) continue;
+    ASSERT_EQ(probs[i] > 0.0f, rel >= 0.05) << "token " << i << " rel " << rel;
+    kept += rel >= 0.05;
+  }
+  EXPECT_GT(kept, 10);
 }
 
 TEST(Sampler, MinPKeepsTokensWithinFactorOfBest) {
@@ -462,7 +534,8 @@ TEST(Sampler, LogprobsAreLogSoftmaxAfterPenaltiesBeforeTemperature) {
   const auto ref = log_softmax_ref(x);
   std::vector<int32_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return ref[a] > ref[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return ref[a] > ref[b]; });
 
   SampleResult r;
   for (int i = 0; i < 20; ++i) {

@@ -71,10 +71,8 @@ TEST(SamplingParams, RejectsOutOfRangeValues) {
   expect_invalid([](SamplingParams& p) { p.stop = {"ok", ""}; }, "stop[1]");
   expect_invalid([](SamplingParams& p) { p.stop_token_ids = {-1}; }, "stop_token_ids[0]");
   expect_invalid([](SamplingParams& p) { p.stop_token_ids = {3, 10}; }, "stop_token_ids[1]", 10);
-  expect_invalid([](SamplingParams& p) { p.logprobs = true, p.top_logprobs = 21; },
-                 "top_logprobs");
-  expect_invalid([](SamplingParams& p) { p.logprobs = true, p.top_logprobs = -1; },
-                 "top_logprobs");
+  expect_invalid([](SamplingParams& p) { p.logprobs = true, p.top_logprobs = 21; }, "top_logprobs");
+  expect_invalid([](SamplingParams& p) { p.logprobs = true, p.top_logprobs = -1; }, "top_logprobs");
   expect_invalid([](SamplingParams& p) { p.top_logprobs = 3; }, "top_logprobs");
   expect_invalid([](SamplingParams& p) { p.logit_bias = {{10, 1.0f}}; }, "logit_bias", 10);
   expect_invalid([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }, "logit_bias");

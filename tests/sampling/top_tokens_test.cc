@@ -34,6 +34,14 @@ TEST(TopTokens, HandPickedTies) {
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 4), (std::vector<int32_t>{1, 2, 4, 3}));
 }
 
+TEST(TopTokens, SignedZerosTie) {
+  const std::vector<float> v = {-0.0f, 0.0f, -1.0f};
+  std::vector<int32_t> ids(3);
+  TopTokens top;
+  top.select(v.data(), 3, 1, ids.data());
+  EXPECT_EQ(ids[0], 0);  // -0 == +0: the lower id wins
+}
+
 TEST(TopTokens, MatchesStableSortOnBothPaths) {
   std::mt19937 gen(3);
   const int32_t n = 20000;
@@ -44,6 +52,8 @@ TEST(TopTokens, MatchesStableSortOnBothPaths) {
   v[17] = std::numeric_limits<float>::quiet_NaN();
   v[18] = std::numeric_limits<float>::infinity();
   v[19] = -std::numeric_limits<float>::infinity();
+  v[20] = -0.0f;
+  v[21] = 0.0f;
   std::vector<int32_t> ids(n);
   TopTokens top;
   for (int32_t k : {0, 1, 2, 7, 255, 256, 257, 1000, n - 1, n, n + 3}) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "kvasir/tokenizer/subword.h"
+#include "kvasir/tokenizer/unicode.h"
 #include "kvasir/util/error.h"
 #include "test_data.h"
 #include "vocab_builder.h"
@@ -228,8 +231,10 @@ TEST(BpeTokenizer, DecodeCleansTokenizationSpacesWhereTheVocabSaysSo) {
     for (const char* t : {"Hello", "\xC4\xA0,", "\xC4\xA0world", "\xC4\xA0'", "s"}) b.add(t);
     b.merges = {"a b"};
     const Tokenizer tok = b.build();
-    EXPECT_EQ(tok.decode(Ids{0, 1, 2, 3, 4}),
-              std::string_view(pre) == "gpt-2" ? "Hello, world's" : "Hello , world 's");
+    const bool clean = std::string_view(pre) == "gpt-2";
+    EXPECT_EQ(tok.decode(Ids{0, 1, 2, 3, 4}), clean ? "Hello, world's" : "Hello , world 's");
+    // " ' " loses both spaces; llama.cpp's in-place pass then no longer sees the second one.
+    EXPECT_EQ(tok.decode(Ids{4, 3, 3, 2}), clean ? "s'' world" : "s ' ' world");
   }
 }
 
@@ -361,6 +366,17 @@ TEST_F(Stories, EncodeOnceUponATime) {
   EXPECT_EQ(ids, (Ids{1, 403, 407, 261, 378}));
   EXPECT_EQ(tok_->decode(std::span(ids).subspan(1)), "Once upon a time");
   EXPECT_EQ(tok_->token_to_piece(403, false), " Once");
+  EXPECT_EQ(tok_->piece_view(403, false), " Once");
+  EXPECT_EQ(tok_->token_to_piece(403, false, /*lstrip=*/1), "Once");
+  EXPECT_EQ(tok_->token_text(403), "\xE2\x96\x81Once");
+}
+
+TEST_F(Stories, IdsOutsideTheVocab) {
+  EXPECT_EQ(tok_->token_to_piece(512, true), "");
+  EXPECT_EQ(tok_->token_to_piece(-1, true), "");
+  EXPECT_FALSE(tok_->is_eog(512));
+  EXPECT_THROW(tok_->token_text(512), Error);
+  EXPECT_THROW(tok_->token_score(-1), Error);
 }
 
 TEST_F(Stories, ParseSpecial) {
@@ -375,6 +391,41 @@ TEST_F(Stories, RoundTripsStoryText) {
   const std::string text =
       "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad.\nThe end \xF0\x9F\xA6\x99!";
   EXPECT_EQ(tok_->decode(tok_->encode(text, false, false)), text);
+}
+
+}  // namespace
+}  // namespace kvasir
+
+namespace kvasir {
+namespace {
+
+// Arbitrary bytes (invalid UTF-8 included) never fail and only produce valid ids. Arbitrary
+// valid UTF-8 comes back exactly through SentencePiece byte fallback. (Invalid UTF-8 need not:
+// as in llama.cpp, spaces are escaped to U+2581 before the text is cut into characters by lead
+// byte, so a bad lead byte can swallow part of an escaped space.)
+TEST(ArbitraryInput, RandomBytesAndCharacters) {
+  const std::string dir = testing::models_dir() + "/vocab/";
+  const Tokenizer spm = Tokenizer::from_file(dir + "ggml-vocab-llama-spm.gguf");
+  const Tokenizer bpe = Tokenizer::from_file(dir + "ggml-vocab-gpt-2.gguf");
+  const Tokenizer wpm = Tokenizer::from_file(dir + "ggml-vocab-bert-bge.gguf");
+  std::mt19937 rng(1234);
+  for (int rep = 0; rep < 300; ++rep) {
+    std::string bytes(rng() % 64, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() % 4 == 0 ? rng() % 128 : rng() % 256);
+    for (const Tokenizer* tok : {&spm, &bpe, &wpm}) {
+      for (const bool special : {false, true}) {
+        for (TokenId id : tok->encode(bytes, special, special)) ASSERT_TRUE(tok->is_valid(id));
+      }
+    }
+    std::string text;
+    for (int n = static_cast<int>(rng() % 32); n > 0; --n) {
+      static constexpr uint32_t kMax[] = {0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+      uint32_t cp = static_cast<uint32_t>(rng() % (kMax[rng() % 4] + 1));
+      if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0x2581) cp = ' ';
+      unicode::append_utf8(text, cp);
+    }
+    EXPECT_EQ(spm.decode(spm.encode(text, false, false)), text);
+  }
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ inline float select_float(bool c, float a, float b) {
 }
 
 inline float fast_exp(float x) {
-  const bool in_range = x >= -87.0f;            // false also for NaN and -inf
-  x = select_float(in_range, x, -87.0f);        // keeps every intermediate finite and normal
+  const bool in_range = x >= -87.0f;      // false also for NaN and -inf
+  x = select_float(in_range, x, -87.0f);  // keeps every intermediate finite and normal
   x = select_float(x <= 88.0f, x, 88.0f);
   // n = round(x / ln 2), by the 1.5 * 2^23 trick (|x / ln 2| < 2^22, round-half-even).
   float n = x * 1.44269504088896341f;

@@ -30,7 +30,7 @@ class PenaltyWindow {
   void push(int32_t token, bool is_output);
   void clear();
 
-  int64_t size() const { return n_in_window_; }   // tokens currently in the window
+  int64_t size() const { return n_in_window_; }     // tokens currently in the window
   int32_t distinct() const { return n_distinct_; }  // distinct tokens currently in the window
   // Counts for one token (zeros when absent).
   Entry find(int32_t token) const;

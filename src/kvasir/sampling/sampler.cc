@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kvasir/sampling/fast_exp.h"
+#include "kvasir/sampling/row_math.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir {
@@ -14,52 +14,18 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-float sanitized(float x) { return std::isnan(x) ? kNegInf : x; }
-
-// x - max, with the infinities handled: the maximum itself maps to 0 even when it is +-inf, so
-// the best token(s) get probability weight exactly 1 and a finite logit under a +inf maximum 0.
-// NaN stays NaN (fast_exp maps it to 0).
-// Branch-free (select_float), so loops using it vectorize.
-float shifted(float x, float max) { return select_float(x == max, 0.0f, x - max); }
-
-// Loops below keep 8 independent partial results (max or sum) so the compiler can vectorize them
-// without reassociating floating-point math; the result is the same on every machine.
-constexpr int kLanes = 8;
-
-// Largest non-NaN value of row[0..n) (-inf if none).
-float max_value(const float* row, int32_t n) {
-  float lane[kLanes];
-  for (float& l : lane) l = kNegInf;
-  int32_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) lane[j] = row[i + j] > lane[j] ? row[i + j] : lane[j];
-  }
-  float mx = kNegInf;
-  for (; i < n; ++i) mx = row[i] > mx ? row[i] : mx;
-  for (float l : lane) mx = l > mx ? l : mx;
-  return mx;
+float sanitized(float x) {
+  return std::isnan(x) ? kNegInf : x;
 }
 
-// Sum of p[0..n) in double, lane-wise.
-double lane_sum(const float* p, int32_t n) {
-  float lane[kLanes] = {};
-  int32_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) lane[j] += p[i + j];
-  }
-  double sum = 0.0;
-  for (float l : lane) sum += l;
-  for (; i < n; ++i) sum += p[i];
-  return sum;
-}
-
-// Dense rows are processed in blocks; each block's float lane sums (<= 128 terms per lane, so
-// ~1e-6 relative error at worst, far below what a draw can resolve) are added in double.
+// Dense rows are processed in blocks; each block's float partial sums (<= 128 terms each, so
+// ~1e-6 relative error at worst, far below what a draw can resolve) are added in double, and the
+// draw skips whole blocks by their mass.
 constexpr int32_t kBlock = 1024;
 
-// Top-p first looks at this many of the best tokens; only when their mass falls short does it
-// fall back to a histogram over the whole row.
-constexpr int32_t kTopPFirstChunk = 256;
+// Top-p on a full row sorts its candidates when there are at most this many, and otherwise
+// narrows them with a histogram first.
+constexpr int32_t kTopPSortLimit = 4096;
 
 // Top-p histogram buckets: the top 12 bits of a probability's float encoding (sign, exponent and
 // 3 mantissa bits), i.e. buckets 2^(1/8) apart. Probabilities are in [0, 1], so <= 0x3F8.
@@ -68,8 +34,8 @@ int32_t bucket_of(float p) {
   return std::min<int32_t>(static_cast<int32_t>(std::bit_cast<uint32_t>(p) >> 20), kBuckets - 1);
 }
 
-// Min-p pre-filters on logits with this margin (in log space, so 0.1% in probability) before the
-// exact test on probabilities; fast_exp's error is ~1e-7, so the margin never drops a survivor.
+// Min-p pre-filters on logits with this margin (times T, so 0.1% in probability) before the exact
+// test on probabilities; fast_exp's error is ~1e-7, so the margin never drops a survivor.
 constexpr float kMinPMargin = 1e-3f;
 
 // One token's penalties; shared by the row pass and the single-token recomputation for logprobs
@@ -99,7 +65,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
   for (const auto& [token, bias] : params.logit_bias) {
     if (bias != 0.0f) bias_.emplace_back(token, bias);  // std::map: already sorted by token
   }
-  if (params_.min_p > 0.0f) log_min_p_ = std::log(params_.min_p) - kMinPMargin;
+  if (params_.min_p > 0.0f) log_min_p_ = std::log(params_.min_p);
 }
 
 void Sampler::check_vocab(int32_t n_vocab) const {
@@ -144,12 +110,13 @@ void Sampler::accept(int32_t token) {
 const float* Sampler::apply_bias_and_penalties(const float* logits) {
   if (bias_.empty() && !use_penalties_) return logits;
   float* w = work_.data();
-  for (int32_t i = 0; i < n_vocab_; ++i) w[i] = sanitized(logits[i]);
+  for (int32_t i = 0; i < n_vocab_; ++i) {
+    w[i] = select_float(logits[i] == logits[i], logits[i], kNegInf);  // NaN -> -inf, branch-free
+  }
   for (const auto& [token, bias] : bias_) w[token] += bias;
   if (use_penalties_) {
-    window_.for_each([&](const PenaltyWindow::Entry& e) {
-      w[e.token] = penalized(w[e.token], e, params_);
-    });
+    window_.for_each(
+        [&](const PenaltyWindow::Entry& e) { w[e.token] = penalized(w[e.token], e, params_); });
   }
   return w;
 }
@@ -167,13 +134,11 @@ void Sampler::prepare_logprobs(const float* row, SampleResult* out) {
   // log p(t) = (x_t - max) - log(sum_i exp(x_i - max)). The exponentials go through a small
   // stack block, so row (which may be work_) stays intact for the steps that follow.
   const int32_t n = n_vocab_;
-  const float mx = max_value(row, n);
+  const float mx = row_max(row, n);
   double sum = 0.0;
   float block[kBlock];
   for (int32_t lo = 0; lo < n; lo += kBlock) {
-    const int32_t len = std::min(kBlock, n - lo);
-    for (int32_t i = 0; i < len; ++i) block[i] = fast_exp(shifted(row[lo + i], mx));
-    sum += lane_sum(block, len);
+    sum += exp_shifted(row + lo, std::min(kBlock, n - lo), mx, 1.0f, block);
   }
   lp_max_ = mx;
   lp_log_sum_ = std::log(sum);
@@ -187,7 +152,7 @@ float Sampler::logprob_of(float logit) const {
 }
 
 int32_t Sampler::argmax(const float* row) const {
-  const float mx = max_value(row, n_vocab_);
+  const float mx = row_max(row, n_vocab_);
   if (mx == kNegInf) return 0;  // every logit -inf or NaN
   int32_t i = 0;
   while (row[i] != mx) ++i;  // the first (lowest id) of the ties
@@ -198,7 +163,8 @@ int32_t Sampler::argmax(const float* row) const {
 
 void Sampler::truncate(const float* row) {
   const int32_t n = n_vocab_;
-  const float t = params_.temperature;
+  // Multiplying by 1 / T instead of dividing by T differs by at most an ulp, and is faster.
+  const float inv_t = 1.0f / params_.temperature;
   float* p = work_.data();
   const int32_t k = params_.top_k > 0 && params_.top_k < n ? params_.top_k : 0;
 
@@ -207,7 +173,7 @@ void Sampler::truncate(const float* row) {
     top_.select(row, n, k, ids_.data());
     mx = sanitized(row[ids_[0]]);
   } else {
-    mx = max_value(row, n);
+    mx = row_max(row, n);
   }
   if (mx == kNegInf) {  // nothing is possible: fall back to the lowest id, as greedy does
     ids_[0] = 0;
@@ -219,24 +185,24 @@ void Sampler::truncate(const float* row) {
 
   if (k > 0) {
     // Only the k survivors need probabilities; ids_ is ordered best first.
-    for (int32_t j = 0; j < k; ++j) p[ids_[j]] = fast_exp(shifted(row[ids_[j]], mx) / t);
+    for (int32_t j = 0; j < k; ++j) p[ids_[j]] = fast_exp(shifted(row[ids_[j]], mx) * inv_t);
     n_kept_ = k;
     kept_all_ = false;
   } else if (params_.top_p >= 1.0f && params_.min_p > 0.0f) {
-    // Min-p alone: pre-filter on logits so that only plausible survivors need an exponential.
-    int32_t m = 0;
-    for (int32_t i = 0; i < n; ++i) {
-      if (shifted(row[i], mx) / t >= log_min_p_) ids_[m++] = i;  // NaN compares false
-    }
-    for (int32_t j = 0; j < m; ++j) p[ids_[j]] = fast_exp(shifted(row[ids_[j]], mx) / t);
+    // Min-p alone: pre-filter on logits (x >= max + T log(min_p), less a margin) so that only
+    // plausible survivors need an exponential; the exact test on probabilities follows below.
+    const float t = params_.temperature;
+    float threshold = mx + t * log_min_p_;
+    threshold -= kMinPMargin * t + 1e-6f * std::fabs(threshold);  // covers rounding of the sum
+    if (std::isinf(mx)) threshold = mx;                           // +inf: only +inf passes
+    const int32_t m = collect_at_least(row, n, threshold, ids_.data());
+    for (int32_t j = 0; j < m; ++j) p[ids_[j]] = fast_exp(shifted(row[ids_[j]], mx) * inv_t);
     n_kept_ = m;
     kept_all_ = false;
   } else {
     // Every token: weights and per-block mass for the draw.
     for (int32_t b = 0, lo = 0; lo < n; ++b, lo += kBlock) {
-      const int32_t hi = std::min(n, lo + kBlock);
-      for (int32_t i = lo; i < hi; ++i) p[i] = fast_exp(shifted(row[i], mx) / t);
-      block_mass_[b] = lane_sum(p + lo, hi - lo);
+      block_mass_[b] = exp_shifted(row + lo, std::min(kBlock, n - lo), mx, inv_t, p + lo);
     }
     n_kept_ = n;
     kept_all_ = true;
@@ -280,51 +246,56 @@ void Sampler::truncate(const float* row) {
 void Sampler::top_p_dense(double target) {
   const int32_t n = n_vocab_;
   const float* p = work_.data();
-  // Usually a few hundred tokens carry the mass: try the best kTopPFirstChunk, best first.
-  const int32_t m = top_.select(p, n, kTopPFirstChunk, ids_.data());
-  double cum = 0.0;
-  for (int32_t j = 0; j < m; ++j) {
-    cum += p[ids_[j]];
-    if (cum >= target) {
-      n_kept_ = j + 1;
-      kept_all_ = false;
-      return;
-    }
+  // Tokens below tau = (1 - top_p) * total / n together weigh less than (1 - top_p) * total, so
+  // the tokens at or above tau already reach target, and the kept prefix lies among them. For a
+  // peaked distribution they are few: sort them (best first, ties -> lowest id) and take the
+  // prefix. (The 0.999 only guards tau against rounding upwards.)
+  const double total = kept_mass();
+  const float tau = static_cast<float>(0.999 * (total - target) / n);
+  int32_t m = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (p[i] >= tau) ids_[m++] = i;
   }
-  if (m == n) {  // rounding left the whole row just under target: keep it all
-    n_kept_ = n;
+  const auto best_first = [p](int32_t a, int32_t b) {
+    return p[a] > p[b] || (p[a] == p[b] && a < b);
+  };
+  double cum = 0.0;
+  if (m <= kTopPSortLimit) {
+    std::sort(ids_.data(), ids_.data() + m, best_first);
+    int32_t j = 0;
+    while (j < m) {
+      cum += p[ids_[j++]];
+      if (cum >= target) break;
+    }
+    n_kept_ = j;
     kept_all_ = false;
     return;
   }
-  // Flat distribution: histogram the mass by probability bucket, find the bucket where the
-  // cumulative mass (from the top) reaches target; keep every token above it, and from that
-  // bucket only the best tokens (sorted, ties -> lowest id) needed to reach target.
+  // Flat distribution: histogram the candidates' mass by probability bucket and find the bucket
+  // where the cumulative mass (from the top) reaches target; keep every token above it, and from
+  // that bucket only the best tokens (sorted) needed to reach target.
   hist_mass_.assign(kBuckets, 0.0);
-  for (int32_t i = 0; i < n; ++i) {
-    const int32_t b = bucket_of(p[i]);
-    hist_mass_[b] += p[i];
-  }
-  int32_t boundary = 0;
-  cum = 0.0;
+  for (int32_t j = 0; j < m; ++j) hist_mass_[bucket_of(p[ids_[j]])] += p[ids_[j]];
+  int32_t boundary = 0;  // stays 0 if rounding never reaches target: everything is kept
   for (int32_t b = kBuckets - 1; b >= 0; --b) {
     if (cum + hist_mass_[b] >= target) {
       boundary = b;
       break;
     }
     cum += hist_mass_[b];
-  }  // if rounding never reaches target, boundary stays 0 and everything is kept
-  int32_t kept = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    if (bucket_of(p[i]) > boundary) ids_[kept++] = i;
   }
+  int32_t kept = 0;
+  for (int32_t j = 0; j < m; ++j) {
+    if (bucket_of(p[ids_[j]]) > boundary) ids_[kept++] = ids_[j];
+  }
+  // The boundary bucket's tokens, re-found from the row (the candidate list was overwritten).
+  // Any below tau sort after those above it and are never reached.
   int32_t* tail = ids_.data() + kept;
   int32_t n_tail = 0;
   for (int32_t i = 0; i < n; ++i) {
     if (bucket_of(p[i]) == boundary) tail[n_tail++] = i;
   }
-  std::sort(tail, tail + n_tail, [p](int32_t a, int32_t b) {
-    return p[a] > p[b] || (p[a] == p[b] && a < b);
-  });
+  std::sort(tail, tail + n_tail, best_first);
   int32_t j = 0;
   while (j < n_tail) {
     cum += p[tail[j++]];

@@ -24,8 +24,9 @@
 //
 // Cost per call at n_vocab = 152k: greedy and top-k touch each logit about once (no sort, no
 // exponential outside the top k); plain sampling, top-p and logprobs add one vectorized
-// exponential pass; top-p examines the best 256 tokens and falls back to a mass histogram (no
-// full sort) only for flat distributions; min-p alone pre-filters on logits.
+// exponential pass; top-p sorts only the tokens that can matter (p >= (1 - top_p) / n_vocab of
+// the mass) and narrows them with a mass histogram first when a flat distribution leaves many;
+// min-p alone pre-filters on logits.
 //
 // Thread safety: none; a Sampler is used by one thread at a time (the engine's step loop).
 #pragma once
@@ -94,7 +95,8 @@ class Sampler {
   int32_t argmax(const float* row) const;  // ties -> lowest id, NaN ignored
   void ensure_buffers();
   // Steps 4-7 on row (post-penalty logits). Leaves unnormalized probabilities (max = 1) in work_,
-  // and sets kept_all_ (every token, id order) or ids_[0..n_kept_) (best first).
+  // and sets kept_all_ (every token, id order) or ids_[0..n_kept_) (in the order draw() scans:
+  // best first after top-k or a sorted top-p, else id order, which min-p filtering preserves).
   void truncate(const float* row);
   // Step 6 when every token is still a candidate.
   void top_p_dense(double target);
@@ -112,11 +114,11 @@ class Sampler {
   uint64_t seed_;
   Rng rng_;
 
-  float log_min_p_ = 0.0f;  // log(min_p) less a margin: the logit-space min-p pre-filter
+  float log_min_p_ = 0.0f;  // for the logit-space min-p pre-filter
 
-  // Scratch, sized on first use. work_: the processed logits, then the weights exp((x - max) / T)
-  // (best token = 1). ids_: the kept tokens when not all are kept. block_mass_: per-block weight
-  // sums of a dense row. hist_mass_: top-p's
+  // Scratch, sized on first use (about 8 bytes per vocabulary entry). work_: the processed
+  // logits, then the weights exp((x - max) / T) (best token = 1). ids_: the kept tokens when not
+  // all are kept. block_mass_: per-block weight sums of a dense row. hist_mass_: top-p's
   // probability-mass histogram.
   std::vector<float> work_;
   std::vector<int32_t> ids_;

@@ -36,8 +36,9 @@ std::optional<std::string> SamplingParams::validate(int32_t n_vocab) const {
                        presence_penalty);
   }
   if (penalty_last_n < -1) {
-    return fmt::format("penalty_last_n: must be -1 (all tokens), 0 (off) or a positive count, got {}",
-                       penalty_last_n);
+    return fmt::format(
+        "penalty_last_n: must be -1 (all tokens), 0 (off) or a positive count, got {}",
+        penalty_last_n);
   }
   if (max_tokens != -1 && max_tokens < 1) {
     return fmt::format("max_tokens: must be >= 1 (or -1 = until the context is full), got {}",

@@ -20,7 +20,7 @@
 //                      and output tokens in the window; frequency and presence count only output
 //                      tokens in the window (OpenAI's definition: "tokens generated so far").
 //   seed               unset = random (Sampler::seed() reports the one drawn, so a run can be
-//                      replayed); the same seed gives the same tokens on every machine.
+//                      replayed); the same seed and logits give the same tokens on every machine.
 //   max_tokens         -1 = until the context is full; otherwise >= 1.
 //   stop, stop_token_ids, ignore_eos
 //                      stop strings (see StopMatcher; the stop string is not emitted); extra token

@@ -8,9 +8,9 @@
 //
 // The first stop string to complete ends the text (generation stops then, so a longer one that
 // started earlier but has not completed yet cannot win); if several complete within the same
-// push, the one starting earliest wins, then the one listed first. Matching is on bytes; for valid UTF-8 input and stop strings, held-back and emitted
-// parts always split at character boundaries. Returned views point into the matcher and stay
-// valid until the next call.
+// push, the one starting earliest wins, then the one listed first. Matching is on bytes; for valid
+// UTF-8 input and stop strings, held-back and emitted parts always split at character boundaries.
+// Returned views point into the matcher and stay valid until the next call.
 #pragma once
 
 #include <cstddef>
@@ -49,8 +49,8 @@ class StopMatcher {
 
   std::vector<std::string> stops_;
   size_t max_len_ = 0;
-  std::string buf_;      // held-back text (plus, until the next call, the text last returned)
-  size_t emitted_ = 0;   // bytes at the front of buf_ already returned
+  std::string buf_;     // held-back text (plus, until the next call, the text last returned)
+  size_t emitted_ = 0;  // bytes at the front of buf_ already returned
   int32_t stop_index_ = -1;
 };
 

@@ -1,5 +1,5 @@
-// Contraction off: ggml's reference quantizers are built without FMA, so x * id + 8.5f must stay two
-// roundings here even if this file is ever compiled for an FMA-capable baseline.
+// Contraction off: ggml's reference quantizers are built without FMA, so x * id + 8.5f must stay
+// two roundings here even if this file is ever compiled for an FMA-capable baseline.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)

@@ -12,9 +12,12 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, Optio
     : tok_(tokenizer), opt_(options) {}
 
 std::string IncrementalDetokenizer::push(TokenId id) {
-  const int lstrip = (first_ && opt_.strip_leading_space) ? 1 : 0;
+  std::string_view piece = tok_.piece_view(id, opt_.render_special);
+  if (first_ && opt_.strip_leading_space && !piece.empty() && piece.front() == ' ') {
+    piece.remove_prefix(1);
+  }
   first_ = false;
-  pending_ += tok_.token_to_piece(id, opt_.render_special, lstrip);
+  pending_ += piece;
   std::string out;
   drain(out);
   return out;

@@ -196,14 +196,30 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
   return out;
 }
 
-std::string Tokenizer::token_to_piece(TokenId id, bool render_special, int lstrip) const {
+std::string_view Tokenizer::piece_view(TokenId id, bool render_special) const {
   if (!vocab_.valid(id)) return {};
   if (!render_special && (vocab_.attr(id) & (ta::kUnknown | ta::kControl))) return {};
-  std::string_view piece = vocab_.pieces[id];
+  return vocab_.pieces[id];
+}
+
+std::string Tokenizer::token_to_piece(TokenId id, bool render_special, int lstrip) const {
+  std::string_view piece = piece_view(id, render_special);
   for (int i = 0; i < lstrip && !piece.empty() && piece.front() == ' '; ++i) {
     piece.remove_prefix(1);
   }
   return std::string(piece);
+}
+
+const std::string& Tokenizer::token_text(TokenId id) const {
+  if (!vocab_.valid(id))
+    fail("{}: token id {} is outside the vocab (0..{})", vocab_.source, id, n_vocab() - 1);
+  return vocab_.tokens[id].text;
+}
+
+float Tokenizer::token_score(TokenId id) const {
+  if (!vocab_.valid(id))
+    fail("{}: token id {} is outside the vocab (0..{})", vocab_.source, id, n_vocab() - 1);
+  return vocab_.tokens[id].score;
 }
 
 std::string Tokenizer::decode(std::span<const TokenId> ids, bool remove_special,

@@ -55,6 +55,8 @@ class Tokenizer {
 
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const;
   std::string token_to_piece(TokenId id, bool render_special, int lstrip = 0) const;
+  // The same bytes (lstrip = 0) as a view into the tokenizer's cache: no allocation.
+  std::string_view piece_view(TokenId id, bool render_special) const;
   std::string decode(std::span<const TokenId> ids, bool remove_special = false,
                      bool render_special = false) const;
 
@@ -78,8 +80,9 @@ class Tokenizer {
   bool is_valid(TokenId id) const { return vocab_.valid(id); }
   uint32_t token_attr(TokenId id) const { return vocab_.valid(id) ? vocab_.attr(id) : 0; }
   bool is_control(TokenId id) const { return token_attr(id) & token_attr::kControl; }
-  const std::string& token_text(TokenId id) const { return vocab_.tokens.at(id).text; }
-  float token_score(TokenId id) const { return vocab_.tokens.at(id).score; }
+  // Throw kvasir::Error for an id outside the vocab.
+  const std::string& token_text(TokenId id) const;
+  float token_score(TokenId id) const;
   // The id of the token whose text is exactly `text`, or kNoToken.
   TokenId find_token(std::string_view text) const { return vocab_.find(text); }
   const Vocab& vocab() const { return vocab_; }

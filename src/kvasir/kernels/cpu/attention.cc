@@ -65,7 +65,9 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 using detail::AttnChunk;
 
-inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+inline size_t RoundUp(size_t x, size_t m) {
+  return (x + m - 1) / m * m;
+}
 
 // Grow-only per-thread scratch: sized on first use, reused by every later call on this thread.
 float* ThreadScratch(size_t n) {
@@ -145,8 +147,8 @@ HWY_INLINE void SoftmaxTile(DF df, float* HWY_RESTRICT s, size_t rp, int nc, flo
   const VF m_new = hn::Max(m_old, m_tile);
   // Exp(-inf) = 0 on the first tile; exactly 1 when the max did not move (also for padding rows,
   // where m stays -inf and m_old - m_new would be NaN).
-  const VF a = hn::IfThenElse(hn::Eq(m_new, m_old), hn::Set(df, 1.0f),
-                              hn::Exp(df, hn::Sub(m_old, m_new)));
+  const VF a =
+      hn::IfThenElse(hn::Eq(m_new, m_old), hn::Set(df, 1.0f), hn::Exp(df, hn::Sub(m_old, m_new)));
   VF psum = hn::Zero(df);
   for (int j = 0; j < nc; ++j) {
     // Masked keys: Exp(-inf) = 0 (Highway's Exp returns 0 below -104, and for NaN).
@@ -206,8 +208,8 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   const bool v_direct = !f16 && dim % static_cast<int>(N) == 0;
 
   // Scratch regions, each a multiple of N floats so all stay vector-aligned.
-  const size_t total = dim * rp + bs * rp + R * dp + (f16 ? bs * dp : 0) +
-                       (v_direct ? 0 : bs * dp) + 3 * rp + rp;
+  const size_t total =
+      dim * rp + bs * rp + R * dp + (f16 ? bs * dp : 0) + (v_direct ? 0 : bs * dp) + 3 * rp + rp;
   float* p = ThreadScratch(total);
   float* qt = p;  // [dim][rp], q * scale transposed
   p += dim * rp;
@@ -300,8 +302,10 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
 
     for (size_t rv = 0; rv < rp; rv += N) {
       int j = 0;
-      for (; j + 8 <= nc; j += 8) ScoreKeys<8>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
-      for (; j + 4 <= nc; j += 4) ScoreKeys<4>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
+      for (; j + 8 <= nc; j += 8)
+        ScoreKeys<8>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
+      for (; j + 4 <= nc; j += 4)
+        ScoreKeys<4>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
       for (; j < nc; ++j) ScoreKeys<1>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
       SoftmaxTile(df, S + rv, rp, nc, static_cast<float>(start), posf + rv, m + rv, l + rv,
                   alpha + rv);
@@ -396,7 +400,10 @@ void attention(const PagedKVLayer& kv, const AttentionArgs& a, ThreadPool& pool)
     if (s < 0 || (a.n_seqs >= 0 && s >= a.n_seqs)) {
       fail("attention: token {} has seq_index {} (n_seqs {})", t, s, a.n_seqs);
     }
-    if (pos < 0) fail("attention: token {} has negative position {}", t, pos);
+    // Positions are compared as floats inside the kernel: exact below 2^24.
+    if (pos < 0 || pos >= (1 << 24)) {
+      fail("attention: token {} has position {} (supported: 0 .. 2^24-1)", t, pos);
+    }
     if (pos / kv.block_size >= a.seqs[s].n_blocks || a.seqs[s].block_table == nullptr) {
       fail("attention: token {} at position {} needs {} KV blocks but sequence {} has {}", t, pos,
            pos / kv.block_size + 1, s, a.seqs[s].n_blocks);
@@ -413,13 +420,13 @@ void attention(const PagedKVLayer& kv, const AttentionArgs& a, ThreadPool& pool)
     const int32_t* table = a.seqs[c.seq].block_table;
     for (int32_t b = 0; b <= c.max_pos / kv.block_size; ++b) {
       if (table[b] < 0 || table[b] >= kv.n_blocks) {
-        fail("attention: sequence {} block table entry {} is block {} (cache has {} blocks)",
-             c.seq, b, table[b], kv.n_blocks);
+        fail("attention: sequence {} block table entry {} is block {} (cache has {} blocks)", c.seq,
+             b, table[b], kv.n_blocks);
       }
     }
   }
-  HWY_DYNAMIC_DISPATCH(AttentionImpl)(kv, a, chunks.data(), static_cast<int64_t>(chunks.size()),
-                                      pool);
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  HWY_DYNAMIC_DISPATCH(AttentionImpl)(kv, a, chunks.data(), n_chunks, pool);
 }
 
 }  // namespace kvasir::cpu

@@ -52,9 +52,9 @@ struct AttentionArgs {
   const int32_t* positions = nullptr;  // per query token: its position (attends to 0..pos)
   const int32_t* seq_index = nullptr;  // per query token: index into seqs
   const AttentionSeq* seqs = nullptr;
-  float scale = 1.0f;       // usually 1/sqrt(head_dim)
-  float* out = nullptr;     // n_tokens x n_heads*head_dim; may alias q
-  int32_t n_seqs = -1;      // entries in seqs; when >= 0, seq_index is checked against it
+  float scale = 1.0f;    // usually 1/sqrt(head_dim)
+  float* out = nullptr;  // n_tokens x n_heads*head_dim; may alias q
+  int32_t n_seqs = -1;   // entries in seqs; when >= 0, seq_index is checked against it
 };
 
 // Throws kvasir::Error (before any work starts) on a bad layout, seq_index, position, or a block

@@ -31,7 +31,8 @@ void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     const AttentionSeq& seq = a.seqs[a.seq_index[t]];
     const int32_t pos = a.positions[t];
-    if (pos < 0 || pos / bs >= seq.n_blocks) fail("attention_reference: position {} out of range", pos);
+    if (pos < 0 || pos / bs >= seq.n_blocks)
+      fail("attention_reference: position {} out of range", pos);
     for (int h = 0; h < a.n_heads; ++h) {
       const int g = h / G;
       const float* q = a.q + (t * a.n_heads + h) * dim;

@@ -6,7 +6,7 @@
 //
 // n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill GEMM (tiled so a block of weight
 // rows is reused across many tokens from cache). For Q8_0/Q4_0 weights the activations are first
-// quantized to Q8_0 blocks (once per input, see QuantizedActivations) and the dot product runs in
+// quantized to Q8_0 blocks (once per input, see Activations) and the dot product runs in
 // integers (AVX2 maddubs), as ggml does.
 //
 // Batch invariance: y[t][r] is bit-identical whatever n_tokens is and whichever other tokens are

@@ -12,8 +12,16 @@
 //
 // A tile computes R rows x T tokens at once, but every element goes through exactly the sequence
 // above whatever R and T are (the tile only changes which elements share loads), which is what
-// makes the result batch-invariant. Floating-point contraction must stay off for this file (GCC's
-// default in ISO C++ mode, -std=c++20): the only fused multiply-adds are the explicit ones.
+// makes the result batch-invariant. Floating-point contraction is switched off for this file (GCC
+// defaults to -ffp-contract=fast even with -std=c++20): the only fused multiply-adds are the
+// explicit ones, so the compiler cannot fuse a product into a sum in one tile shape but not in
+// another.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include "kvasir/kernels/cpu/matmul_kernels.h"
 
 #include <algorithm>
@@ -176,8 +184,9 @@ HWY_INLINE float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-HWY_INLINE float HalfToFloat(uint16_t h) {
-  return _cvtsh_ss(h);
+// An fp16 scale broadcast to all 8 lanes as float.
+HWY_INLINE __m256 BroadcastHalf(uint16_t h) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
 }
 
 // Exact int32 partial sums (lane j: elements 4j..4j+3) of one Q8_0 weight block times one Q8_0
@@ -211,11 +220,12 @@ struct Q4Weights {
     __m256i offset;  // maddubs(8, y): 8 * (y[2i] + y[2i+1])
   };
   static HWY_INLINE Unpacked Unpack(const Block* b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(raw, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-    return {_mm256_set_m128i(hi, lo)};
+    // The 16 bytes in both halves; the upper half shifted right by 4 (one 64-bit variable shift),
+    // then the low nibble of every byte kept.
+    const __m256i raw =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs)));
+    const __m256i shifted = _mm256_srlv_epi64(raw, _mm256_set_epi64x(4, 4, 0, 0));
+    return {_mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))};
   }
   static HWY_INLINE TokenCtx Prepare(__m256i y) {
     return {_mm256_maddubs_epi16(_mm256_set1_epi8(8), y)};
@@ -245,7 +255,7 @@ HWY_INLINE void TileQ(const uint8_t* w, size_t w_stride, const BlockQ8_0* x, con
     for (int r = 0; r < R; ++r) {
       const Block* blk = reinterpret_cast<const Block*>(w + r * w_stride) + b;
       const auto u = WQ::Unpack(blk);
-      const __m256 dw = _mm256_set1_ps(HalfToFloat(blk->d));
+      const __m256 dw = BroadcastHalf(blk->d);
       for (int t = 0; t < T; ++t) {
         const __m256i p32 = _mm256_madd_epi16(WQ::Dot16(u, yq[t], ctx[t]), ones);
         acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[t]), _mm256_cvtepi32_ps(p32), acc[r][t]);
@@ -421,29 +431,29 @@ namespace {
 // active force_target() restriction.
 std::vector<int64_t> RunnableTargets() {
   std::vector<int64_t> out;
-  for (int64_t bit = 1; bit != 0 && bit <= HWY_TARGETS; bit <<= 1) {
+  for (int i = 0; i < 63; ++i) {
+    const int64_t bit = int64_t{1} << i;
     if ((HWY_TARGETS & bit) != 0) out.push_back(bit);
   }
   return out;
 }
-int64_t g_forced = 0;
 }  // namespace
 
 std::vector<std::string> runnable_target_names() {
-  const int64_t forced = g_forced;
-  hwy::SetSupportedTargetsForTest(0);  // see the real CPU
-  const int64_t supported = hwy::SupportedTargets();
-  hwy::SetSupportedTargetsForTest(forced);
-  std::vector<std::string> names;
-  for (int64_t t : RunnableTargets()) {
-    if ((supported & t) != 0) names.emplace_back(hwy::TargetName(t));
-  }
+  // Computed once, before any force_target() (which calls this first) can mock the CPU's targets.
+  static const std::vector<std::string> names = [] {
+    const int64_t supported = hwy::SupportedTargets();
+    std::vector<std::string> out;
+    for (int64_t t : RunnableTargets()) {
+      if ((supported & t) != 0) out.emplace_back(hwy::TargetName(t));
+    }
+    return out;
+  }();
   return names;
 }
 
 bool force_target(const std::string& name) {
   if (name.empty()) {
-    g_forced = 0;
     hwy::SetSupportedTargetsForTest(0);
     return true;
   }
@@ -451,7 +461,6 @@ bool force_target(const std::string& name) {
   if (std::find(runnable.begin(), runnable.end(), name) == runnable.end()) return false;
   for (int64_t t : RunnableTargets()) {
     if (name == hwy::TargetName(t)) {
-      g_forced = t;
       hwy::SetSupportedTargetsForTest(t);
       return true;
     }

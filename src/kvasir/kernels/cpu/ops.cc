@@ -74,8 +74,8 @@ void RmsNormImpl(const float* x, const float* w, float* out, int64_t n_rows, int
 
 // ---- rope ----
 // Per row: cs[i] = cos(theta_i), sn[i] = sin(theta_i) for i < half, in a per-thread table.
-void RopeImpl(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim,
-              int rope_dim, const float* inv_freq, bool neox) {
+void RopeImpl(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim, int rope_dim,
+              const float* inv_freq, bool neox) {
   const DF df;
   const size_t N = hn::Lanes(df);
   (void)N;  // unused on the scalar target
@@ -195,7 +195,8 @@ void SoftmaxImpl(float* x, int64_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const size_t len = static_cast<size_t>(n);
   VF vmax = hn::Set(df, ninf);
-  ForEachVector(len, [&](size_t i, size_t cnt) { vmax = hn::Max(vmax, LoadPart(df, x + i, cnt, ninf)); });
+  ForEachVector(
+      len, [&](size_t i, size_t cnt) { vmax = hn::Max(vmax, LoadPart(df, x + i, cnt, ninf)); });
   const VF mx = hn::MaxOfLanes(df, vmax);
   // The sum runs in float lanes over blocks of kBlock elements, each block's total added to a
   // double: a vocabulary-sized row (32k) keeps ~1e-7 relative accuracy on every target.
@@ -240,9 +241,10 @@ void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_di
           const float* inv_freq, bool neox) {
   if (n_rows < 0 || n_heads <= 0 || head_dim <= 0 || rope_dim < 0 || rope_dim > head_dim ||
       rope_dim % 2 != 0) {
-    fail("rope: bad shape (n_rows {}, n_heads {}, head_dim {}, rope_dim {}: rope_dim must be even "
-         "and <= head_dim)",
-         n_rows, n_heads, head_dim, rope_dim);
+    fail(
+        "rope: bad shape (n_rows {}, n_heads {}, head_dim {}, rope_dim {}: rope_dim must be even "
+        "and <= head_dim)",
+        n_rows, n_heads, head_dim, rope_dim);
   }
   if (n_rows == 0 || rope_dim == 0) return;
   HWY_DYNAMIC_DISPATCH(RopeImpl)(x, pos, n_rows, n_heads, head_dim, rope_dim, inv_freq, neox);
