@@ -338,14 +338,24 @@ void AttentionImpl(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChu
   const int64_t n_kv = kv.n_kv_heads;
   const int64_t n_items = n_chunks * n_kv;
   std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
+  auto work = [&](int, int) {
     for (;;) {
       const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= n_items) break;
       // Last chunks first: in a causal prefill they have the most keys.
       ProcessItem(kv, a, chunks[n_chunks - 1 - i / n_kv], static_cast<int>(i % n_kv));
     }
-  });
+  };
+  // Small jobs (tiny models, short contexts) cost less than waking another thread: run them on
+  // the caller. About 64K multiply-adds is a few microseconds, comparable to a wake-up.
+  int64_t macs = 0;
+  for (int64_t t = 0; t < a.n_tokens; ++t) macs += a.positions[t] + 1;
+  macs *= static_cast<int64_t>(a.n_heads) * kv.head_dim * 2;
+  if (pool.size() == 1 || n_items == 1 || macs < (int64_t{1} << 16)) {
+    work(0, 1);
+  } else {
+    pool.run(work);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

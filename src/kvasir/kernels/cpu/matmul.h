@@ -73,7 +73,7 @@ void dequantize_row(const Matrix& w, int64_t row, float* out);
 const char* simd_target_name();
 
 // For tests and benchmarks: the SIMD targets compiled into these kernels that this CPU can run,
-// best first (e.g. {"AVX2", "SSE4", "EMU128"}), and a way to restrict dispatch to one of them
+// best first (e.g. {"AVX2", "SSE4", "SCALAR"}), and a way to restrict dispatch to one of them
 // (an empty name restores the default). Forcing changes Highway's process-wide dispatch, so call
 // it only while no kernel runs. Throws kvasir::Error for a name not in simd_targets().
 std::vector<std::string> simd_targets();

@@ -31,7 +31,8 @@
 
 #include "kvasir/tensor/dtype.h"
 
-// Targets: AVX3 (AVX-512 servers), AVX2, SSE4 and the portable EMU128 fallback. SSSE3 adds nothing
+// Targets: AVX3 (AVX-512 servers), AVX2, SSE4 and Highway's portable fallback (SCALAR or EMU128,
+// whichever this Highway build uses as baseline). SSSE3 adds nothing
 // over SSE4 for us and AVX3_DL (not built by default in Highway 1.0.3) would only cost compile
 // time.
 #ifndef HWY_DISABLED_TARGETS
@@ -190,8 +191,10 @@ HWY_INLINE __m256 BroadcastHalf(uint16_t h) {
 }
 
 // Exact int32 partial sums (lane j: elements 4j..4j+3) of one Q8_0 weight block times one Q8_0
-// activation block, via the sign trick: |w| (unsigned) x (y with w's sign) with maddubs. Neither
-// operand is -128 in blocks we quantize (codes lie in [-127, 127]), so no pair saturates.
+// activation block, via the sign trick: |w| (unsigned) x (y with w's sign) with maddubs. Activation
+// codes lie in [-127, 127] (see QuantizeQ8Blocks), so negating y never overflows; a weight code of
+// -128 (which ggml's quantizer never writes) still works, |-128| reading as unsigned 128, and a
+// pair sums to at most 2 * 128 * 127 < 2^15, so maddubs never saturates.
 struct Q8Weights {
   using Block = BlockQ8_0;
   struct Unpacked {

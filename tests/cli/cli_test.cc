@@ -1,0 +1,168 @@
+// End-to-end tests of the `kvasir` binary (path in $KVASIR_BIN): the acceptance behaviours of
+// run / inspect / tokenize / quantize / perplexity, and clear errors on bad input.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+std::string models_dir() {
+  if (const char* env = std::getenv("KVASIR_MODELS")) return env;
+  return std::string(KVASIR_SOURCE_DIR) + "/../shared/models";
+}
+std::string stories() { return models_dir() + "/stories260K.gguf"; }
+
+std::string tmp(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("kvasir-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return (d / name).string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+// Runs `kvasir ARGS` (args already shell-quoted) with stdout and stderr captured separately.
+Result kvasir(const std::string& args) {
+  const char* bin = std::getenv("KVASIR_BIN");
+  EXPECT_NE(bin, nullptr) << "KVASIR_BIN is not set (ctest sets it)";
+  std::string o = tmp("stdout"), e = tmp("stderr");
+  std::string cmd = std::string(bin ? bin : "kvasir") + " " + args + " > " + o + " 2> " + e;
+  int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(o), slurp(e)};
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// The model authors' greedy sample, as published in models/README.md.
+std::string published_sample() {
+  std::string readme = slurp(models_dir() + "/README.md");
+  const std::string marker = "generates (256 tokens) exactly:\n\n```\n";
+  auto b = readme.find(marker);
+  EXPECT_NE(b, std::string::npos);
+  b += marker.size();
+  auto e = readme.find("\n```", b);
+  return readme.substr(b, e - b);
+}
+
+TEST(Cli, RunReproducesThePublishedGreedySample) {
+  Result r = kvasir("run -m " + q(stories()) + " -p '' -n 256 --temp 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, published_sample());
+  // Timings go to stderr only.
+  EXPECT_NE(r.err.find("decode: 256 tokens"), std::string::npos) << r.err;
+}
+
+TEST(Cli, RunIsReproducibleForASeed) {
+  std::string a = "run -m " + q(stories()) + " -p 'Once upon a time' -n 48 --temp 0.9 --top-p 0.95 ";
+  Result r1 = kvasir(a + "--seed 7"), r2 = kvasir(a + "--seed 7"), r3 = kvasir(a + "--seed 8");
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  EXPECT_EQ(r1.out, r2.out);
+  EXPECT_NE(r1.out, r3.out);
+  EXPECT_FALSE(r1.out.empty());
+}
+
+TEST(Cli, RunStopsAtStopString) {
+  Result r = kvasir("run -m " + q(stories()) + " -p '' -n 256 --temp 0 --stop 'Lily.'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time, there was a little girl named ");
+}
+
+TEST(Cli, InspectShowsArchitectureAndTensors) {
+  Result r = kvasir("inspect " + q(stories()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("architecture: llama  dim 64  layers 5  heads 8/4"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("64 x 512"), std::string::npos);
+  EXPECT_NE(r.out.find("tokenizer.ggml.model"), std::string::npos);
+}
+
+TEST(Cli, TokenizeAndDetokenize) {
+  Result r = kvasir("tokenize -m " + q(stories()) + " 'Once upon a time'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[403,407,261,378]\n");
+  r = kvasir("tokenize -m " + q(stories()) + " --add-special 'Once upon a time'");
+  EXPECT_EQ(r.out, "[1,403,407,261,378]\n");
+  r = kvasir("tokenize -m " + q(stories()) + " --parse-special '<s>'");
+  EXPECT_EQ(r.out.substr(0, 3), "[1]");
+  r = kvasir("tokenize -m " + q(stories()) + " '<s>'");
+  EXPECT_NE(r.out.substr(0, 3), "[1]") << "special text must not be parsed by default";
+  r = kvasir("tokenize -m " + q(stories()) + " --detok '[403,407,261,378]'");
+  EXPECT_EQ(r.out, "Once upon a time");
+  r = kvasir("tokenize -m " + q(stories()) + " --detok '[403, 99999]'");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+}
+
+TEST(Cli, QuantizedModelsRunAndShrink) {
+  for (const char* t : {"f16", "q8_0", "q4_0"}) {
+    std::string out = tmp(std::string("stories-") + t + ".gguf");
+    Result r = kvasir("quantize " + q(stories()) + " " + q(out) + " --type " + t);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_LT(std::filesystem::file_size(out), std::filesystem::file_size(stories()));
+    Result i = kvasir("inspect " + q(out));
+    auto at = i.out.find("  blk.0.attn_q.weight ");
+    ASSERT_NE(at, std::string::npos) << i.out;
+    std::string line = i.out.substr(at, i.out.find('\n', at) - at);
+    EXPECT_NE(line.find(std::string(" ") + t + " "), std::string::npos) << line;
+    Result g = kvasir("run -m " + q(out) + " -p '' -n 32 --temp 0");
+    ASSERT_EQ(g.code, 0) << g.err;
+    EXPECT_EQ(g.out.substr(0, 20), "Once upon a time, th") << t;
+  }
+}
+
+TEST(Cli, PerplexityJson) {
+  Result r = kvasir("perplexity -m " + q(stories()) + " -f " +
+                    q(std::string(KVASIR_SOURCE_DIR) + "/../shared/text/tinystories-eval.txt") +
+                    " --ctx 128 --chunks 8 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"].get<int>(), 8 * (128 / 2 - 1));
+  // stories260K is a real model on in-domain text: a few nats of uncertainty, far from the
+  // uniform 512.
+  EXPECT_GT(j["ppl"].get<double>(), 2.0);
+  EXPECT_LT(j["ppl"].get<double>(), 10.0);
+}
+
+TEST(Cli, ErrorsAreClear) {
+  Result r = kvasir("run -m /nonexistent/model.gguf -p hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+
+  std::string junk = tmp("junk.gguf");
+  std::ofstream(junk) << "this is not a gguf file at all";
+  r = kvasir("inspect " + q(junk));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("magic"), std::string::npos) << r.err;
+
+  r = kvasir("run -m " + q(stories()) + " -p 'Once upon a time there was' --ctx 4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("prompt has"), std::string::npos) << r.err;
+
+  r = kvasir("run -m " + q(stories()) + " -p hi --temp -1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("temperature"), std::string::npos) << r.err;
+
+  r = kvasir("quantize " + q(stories()) + " " + q(tmp("x.gguf")) + " --type q7_9");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("q7_9"), std::string::npos) << r.err;
+
+  r = kvasir("frobnicate");
+  EXPECT_NE(r.code, 0);
+}
+
+}  // namespace
