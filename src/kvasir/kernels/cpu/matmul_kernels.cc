@@ -32,9 +32,8 @@
 #include "kvasir/tensor/dtype.h"
 
 // Targets: AVX3 (AVX-512 servers), AVX2, SSE4 and Highway's portable fallback (SCALAR or EMU128,
-// whichever this Highway build uses as baseline). SSSE3 adds nothing
-// over SSE4 for us and AVX3_DL (not built by default in Highway 1.0.3) would only cost compile
-// time.
+// whichever this Highway build uses as baseline). SSSE3 adds nothing over SSE4 for us and AVX3_DL
+// (not built by default in Highway 1.0.3) would only cost compile time.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
 #endif
