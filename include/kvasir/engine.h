@@ -1,0 +1,122 @@
+// The serving engine's public API: submit requests, receive a stream of outputs, abort.
+//
+// An Engine owns the paged KV cache of one model and runs one step loop on its own thread:
+// every step the scheduler picks a token budget's worth of work (running decodes first, then
+// chunked prefills of waiting prompts), the model runs it as one Batch, and each sequence that
+// produced logits samples its next token. Outputs are delivered to each request's sink from the
+// engine thread, in order; the last output of a request has finished = true.
+//
+// Thread safety: submit(), abort(), snapshot() and stats may be called from any thread.
+// A sink must be quick and must not call back into the engine (it may call abort() — that is
+// queued). Nothing a client does can fail a step: bad requests are refused at submit().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvasir/sampling/sampling_params.h"
+#include "kvasir/tensor/dtype.h"
+
+namespace kvasir {
+
+class Model;
+class Tokenizer;
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
+
+struct EngineConfig {
+  int max_seqs = 64;              // sequences running at once
+  int max_batched_tokens = 512;   // tokens per step (decodes + prefill chunks)
+  int max_model_len = 0;          // context per sequence; 0: the model's training context
+  int64_t kv_blocks = 0;          // KV cache size in blocks; 0: enough for max_seqs full contexts
+  int block_size = 16;
+  DType kv_type = DType::F16;
+  bool prefix_caching = true;
+  bool static_batching = false;   // for comparison only: admit a new batch only when all finished
+  int threads = 0;                // compute threads; 0: all cores
+  double kv_warn_ratio = 0.90;    // warn (log + metric) above this KV usage
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;  // token ids (the server applies templates and tokenizes)
+  SamplingParams params;
+  std::string api_key;          // for accounting only
+  bool detokenize = true;       // produce text (with stop strings) as well as tokens
+  bool strip_leading_space = false;
+};
+
+struct TokenInfo {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+};
+
+struct RequestOutput {
+  uint64_t id = 0;
+  std::vector<TokenInfo> tokens;  // tokens produced since the previous output
+  std::string text;               // text completed since the previous output (stop-aware)
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;              // set when the engine had to fail the request
+  // Usage, cumulative; complete on the final output.
+  int prompt_tokens = 0;
+  int cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int completion_tokens = 0;
+  // Timing (seconds since submit): first token, and queue time before first scheduled.
+  double ttft = 0;
+  double queue_time = 0;
+};
+
+using OutputSink = std::function<void(const RequestOutput&)>;
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  double kv_usage = 0;            // used / total
+  uint64_t preemptions = 0;
+  uint64_t prefix_queries = 0;    // prompt tokens looked up in the prefix cache
+  uint64_t prefix_hits = 0;       // prompt tokens found there
+  uint64_t prompt_tokens = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t steps = 0;
+};
+
+class Engine {
+ public:
+  // Plans the KV cache and starts the step loop. Throws kvasir::Error when the plan cannot hold
+  // one full-length sequence.
+  Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+  ~Engine();  // stops the loop; unfinished requests are finished with kAbort
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Returns its id, or throws kvasir::Error with a user-facing message when
+  // the request can never be served (empty prompt, prompt + max_tokens beyond the context,
+  // invalid sampling parameters, token ids out of range).
+  uint64_t submit(GenerateRequest request, OutputSink sink);
+  // Aborts a request (queued or running); its sink receives a final kAbort output. Unknown ids
+  // are ignored.
+  void abort(uint64_t id);
+
+  EngineStats stats() const;
+  const EngineConfig& config() const;
+  int max_model_len() const;
+  // Called (engine thread) after every step with per-step timing, for metrics.
+  void set_step_observer(std::function<void(const EngineStats&)> fn);
+
+  // Blocks until no request is queued or running (tests, benchmarks).
+  void wait_idle();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvasir

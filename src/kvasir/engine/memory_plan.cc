@@ -1,0 +1,146 @@
+#include "kvasir/engine/memory_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string>
+
+#include "kvasir/util/error.h"
+
+namespace kvasir {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Scratch of one forward step (see the header for what is counted).
+int64_t activation_bytes(const ModelConfig& c, const PlanOptions& o) {
+  const int64_t n = o.max_batched_tokens;
+  const int64_t per_token_f32 =
+      2 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} + 2 * int64_t{c.ffn_dim};
+  const int64_t per_token_q8 = std::max(c.dim, c.ffn_dim) + 64;  // int8 row + block scales
+  const int64_t rows = std::min<int64_t>(n, o.max_seqs);
+  const int64_t logits = rows * (int64_t{c.n_vocab} + c.dim) * 4;
+  return 2 * (n * (per_token_f32 * 4 + per_token_q8) + logits);
+}
+
+}  // namespace
+
+int64_t kv_bytes_per_token(const ModelConfig& c, DType kv_type) {
+  return 2 * int64_t{c.n_layers} * c.n_kv_heads * c.head_dim * dtype_info(kv_type).block_bytes;
+}
+
+Plan plan_memory(const ModelConfig& c, int64_t weight_bytes, const PlanOptions& o) {
+  if (o.kv_type != DType::F16 && o.kv_type != DType::F32)
+    fail("--kv-dtype: expected f16 or f32, got {}", dtype_name(o.kv_type));
+  if (o.block_size <= 0) fail("block size: must be > 0, got {}", o.block_size);
+  if (o.max_seqs <= 0) fail("--max-seqs: must be > 0, got {}", o.max_seqs);
+  if (o.max_batched_tokens <= 0)
+    fail("--max-batched-tokens: must be > 0, got {}", o.max_batched_tokens);
+  if (o.memory_bytes <= 0) fail("--memory: must be > 0, got {} bytes", o.memory_bytes);
+  if (o.ctx < 0) fail("--ctx: must be > 0 (or 0 = the model's context), got {}", o.ctx);
+  if (c.n_layers <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0)
+    fail("model: invalid KV shape (layers {}, kv heads {}, head dim {})", c.n_layers,
+         c.n_kv_heads, c.head_dim);
+
+  Plan p;
+  p.ctx = o.ctx > 0 ? o.ctx : c.ctx_train;
+  if (p.ctx <= 0) fail("--ctx: the model does not say its context length; pass --ctx");
+  p.block_size = o.block_size;
+  p.max_seqs = o.max_seqs;
+  p.kv_type = o.kv_type;
+  p.memory_bytes = o.memory_bytes;
+  p.weight_bytes = weight_bytes;
+  p.activation_bytes = activation_bytes(c, o);
+  p.margin_bytes = o.margin_bytes;
+  p.kv_budget_bytes = o.memory_bytes - weight_bytes - p.activation_bytes - p.margin_bytes;
+  p.kv_bytes_per_token = kv_bytes_per_token(c, o.kv_type);
+  p.kv_bytes_per_block = p.kv_bytes_per_token * o.block_size;
+  p.blocks_per_seq = ceil_div(p.ctx, o.block_size);
+  p.kv_blocks_fit = p.kv_budget_bytes > 0 ? p.kv_budget_bytes / p.kv_bytes_per_block : 0;
+  if (p.kv_blocks_fit < p.blocks_per_seq) {
+    const int64_t needed = weight_bytes + p.activation_bytes + p.margin_bytes +
+                           p.blocks_per_seq * p.kv_bytes_per_block;
+    fail(
+        "memory plan: {} cannot hold one sequence of {} tokens: weights {} + activations {} + "
+        "margin {} + KV {} ({} blocks of {} tokens) = {}; raise --memory or lower --ctx",
+        format_size(o.memory_bytes), p.ctx, format_size(weight_bytes),
+        format_size(p.activation_bytes), format_size(p.margin_bytes),
+        format_size(p.blocks_per_seq * p.kv_bytes_per_block), p.blocks_per_seq, o.block_size,
+        format_size(needed));
+  }
+  p.kv_blocks = std::min(p.kv_blocks_fit, p.blocks_per_seq * o.max_seqs);
+  p.max_batch_at_ctx = static_cast<int>(std::min<int64_t>(p.kv_blocks / p.blocks_per_seq, o.max_seqs));
+  return p;
+}
+
+std::string describe_plan(const Plan& p) {
+  std::string s;
+  auto line = [&](std::string_view name, const std::string& value) {
+    s += fmt::format("  {:<26}{}\n", name, value);
+  };
+  s += fmt::format("memory plan ({} budget, ctx {}, max {} sequences, KV {}):\n",
+                   format_size(p.memory_bytes), p.ctx, p.max_seqs, dtype_name(p.kv_type));
+  line("weights", format_size(p.weight_bytes));
+  line("activations (estimate)", format_size(p.activation_bytes));
+  line("margin", format_size(p.margin_bytes));
+  line("KV budget", format_size(p.kv_budget_bytes));
+  line("KV bytes per token", fmt::format("{} B", p.kv_bytes_per_token));
+  line("KV block", fmt::format("{} tokens, {}", p.block_size, format_size(p.kv_bytes_per_block)));
+  line("blocks that fit", fmt::format("{} ({} tokens)", p.kv_blocks_fit,
+                                      p.kv_blocks_fit * p.block_size));
+  line("blocks allocated", fmt::format("{} ({} tokens, {}){}", p.kv_blocks, p.kv_tokens(),
+                                       format_size(p.kv_bytes()),
+                                       p.kv_blocks < p.kv_blocks_fit
+                                           ? ": capped at max-seqs full sequences"
+                                           : ""));
+  line("blocks per sequence", fmt::format("{} (ctx {})", p.blocks_per_seq, p.ctx));
+  line("largest batch at ctx", fmt::format("{} sequences of {} tokens", p.max_batch_at_ctx, p.ctx));
+  return s;
+}
+
+int64_t parse_size(std::string_view text, std::string_view what) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  const std::string number(text.substr(0, i));
+  std::string unit;
+  for (char ch : text.substr(i))
+    if (ch != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double value = 0;
+  size_t used = 0;
+  bool ok = !number.empty() && std::count(number.begin(), number.end(), '.') <= 1 &&
+            number != ".";
+  if (ok) {
+    try {
+      value = std::stod(number, &used);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    ok = ok && used == number.size();
+  }
+  int shift = -1;
+  if (unit.empty() || unit == "b") shift = 0;
+  else if (unit == "k" || unit == "kb" || unit == "kib") shift = 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib") shift = 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib") shift = 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib") shift = 40;
+  if (!ok || shift < 0)
+    fail("{}: expected a size such as 8GiB, 512MiB, 2G or 1048576, got '{}'", what, text);
+  const double bytes = value * std::ldexp(1.0, shift);
+  if (!(bytes < 9.0e18)) fail("{}: size '{}' is too large", what, text);
+  return static_cast<int64_t>(bytes);
+}
+
+std::string format_size(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  const double a = std::fabs(b);
+  if (a >= double(int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / double(int64_t{1} << 30));
+  if (a >= double(1 << 20)) return fmt::format("{:.1f} MiB", b / double(1 << 20));
+  if (a >= double(1 << 10)) return fmt::format("{:.1f} KiB", b / double(1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace kvasir

@@ -1,0 +1,101 @@
+#include "kvasir/engine/scheduler.h"
+
+#include <algorithm>
+
+namespace kvasir {
+
+void Scheduler::preempt(Sequence* s) {
+  kv_.free(s->kv);
+  s->num_computed = 0;
+  s->status = SeqStatus::kWaiting;
+  waiting_.push_front(s);
+}
+
+void Scheduler::remove(Sequence* s) {
+  kv_.free(s->kv);
+  auto r = std::find(running_.begin(), running_.end(), s);
+  if (r != running_.end()) running_.erase(r);
+  auto w = std::find(waiting_.begin(), waiting_.end(), s);
+  if (w != waiting_.end()) waiting_.erase(w);
+  s->status = SeqStatus::kFinished;
+}
+
+void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>& preempted) {
+  out.clear();
+  int budget = cfg_.max_batched_tokens;
+  bool did_preempt = false;
+
+  // 1. Running sequences, oldest first.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* s = running_[i];
+    const int n_new = std::min(s->n_uncomputed(), budget);
+    if (n_new <= 0) {
+      ++i;
+      continue;
+    }
+    bool self_preempted = false;
+    while (!kv_.allocate_slots(s->kv, s->num_computed + n_new)) {
+      Sequence* victim = running_.back();
+      running_.pop_back();
+      preempt(victim);
+      preempted.push_back(victim);
+      did_preempt = true;
+      // A victim scheduled earlier in this step gives its budget back.
+      for (auto it = out.begin(); it != out.end(); ++it)
+        if (it->seq == victim) {
+          budget += it->n_new;
+          out.erase(it);
+          break;
+        }
+      if (victim == s) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;  // s was the last running sequence
+    out.push_back({s, n_new});
+    budget -= n_new;
+    ++i;
+  }
+  if (did_preempt) return;
+
+  // 2. Waiting sequences (preempted ones are at the front).
+  if (cfg_.static_batching && !running_.empty()) return;
+  const int watermark = static_cast<int>(cfg_.watermark * kv_.n_blocks());
+  const int bs = kv_.block_size();
+  while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < cfg_.max_seqs) {
+    Sequence* s = waiting_.front();
+    const int total = static_cast<int>(s->tokens.size());
+    int hit = 0;
+    if (kv_.prefix_caching()) {
+      // Keep at least one token to compute: its logits are the next prediction.
+      hit = kv_.acquire_cached_prefix(s->tokens, (total - 1) / bs, s->kv);
+      s->num_computed = hit;
+    }
+    const int n_new = std::min(total - s->num_computed, budget);
+    const int need = kv_.blocks_needed(s->kv, s->num_computed + n_new);
+    if (kv_.n_free() - need < watermark && !running_.empty()) {
+      kv_.free(s->kv);  // give back the prefix references; retry in a later step
+      s->num_computed = 0;
+      break;
+    }
+    if (!kv_.allocate_slots(s->kv, s->num_computed + n_new)) {
+      kv_.free(s->kv);
+      s->num_computed = 0;
+      break;
+    }
+    waiting_.pop_front();
+    if (!s->admitted_once) {
+      s->admitted_once = true;
+      s->cached_tokens = hit;
+      prefix_queries_ += static_cast<uint64_t>(s->n_prompt);
+      prefix_hits_ += static_cast<uint64_t>(hit);
+    }
+    s->status = SeqStatus::kRunning;
+    running_.push_back(s);
+    out.push_back({s, n_new});
+    budget -= n_new;
+  }
+}
+
+}  // namespace kvasir

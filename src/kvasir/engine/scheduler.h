@@ -1,0 +1,65 @@
+// The scheduler: from (waiting queue, running set, KV cache, token budget) to the work of one
+// step, as in vLLM v1.
+//
+// Each step has a budget of max_batched_tokens. Running sequences are served first, in admission
+// order: a decoding sequence needs one token, a sequence still in its prompt gets the next chunk
+// (chunked prefill). When the KV cache cannot hold a running sequence's next tokens, the most
+// recently admitted running sequence is preempted (recompute: its blocks are freed and it goes back
+// to the *front* of the waiting queue, to be resumed first, recomputing its K/V — batch-invariant
+// kernels make the recomputation bit-identical). Then waiting sequences are admitted in order
+// while the budget, max_seqs and the cache allow, each reusing its longest cached prefix. No new
+// sequence is admitted in a step that had to preempt, and admission keeps a small watermark of
+// free blocks so a new prompt does not immediately force a preemption.
+// static_batching (kept for comparison only): new sequences join only when none is running.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "kvasir/engine/sequence.h"
+#include "kvasir/kv/kv_cache_manager.h"
+
+namespace kvasir {
+
+struct ScheduledSeq {
+  Sequence* seq;
+  int n_new;  // tokens to compute this step, starting at seq->num_computed
+};
+
+struct SchedulerConfig {
+  int max_seqs = 64;
+  int max_batched_tokens = 512;
+  bool static_batching = false;
+  double watermark = 0.01;  // fraction of blocks kept free when admitting
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& cfg, KVCacheManager& kv) : cfg_(cfg), kv_(kv) {}
+
+  void add(Sequence* s) { waiting_.push_back(s); }
+  // Computes this step's work into `out` (cleared first). Preempted sequences are appended to
+  // `preempted`.
+  void schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>& preempted);
+  // Removes a finished or aborted sequence from the queues and frees its blocks.
+  void remove(Sequence* s);
+
+  int n_running() const { return static_cast<int>(running_.size()); }
+  int n_waiting() const { return static_cast<int>(waiting_.size()); }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  uint64_t prefix_queries() const { return prefix_queries_; }
+  uint64_t prefix_hits() const { return prefix_hits_; }
+
+ private:
+  void preempt(Sequence* s);
+
+  SchedulerConfig cfg_;
+  KVCacheManager& kv_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order
+  uint64_t prefix_queries_ = 0;
+  uint64_t prefix_hits_ = 0;
+};
+
+}  // namespace kvasir

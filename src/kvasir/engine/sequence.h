@@ -1,0 +1,44 @@
+// A request inside the engine: its tokens (prompt followed by output), how many of them have
+// K/V in the cache, its blocks, its sampler and its streaming state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvasir/engine.h"
+#include "kvasir/kv/kv_cache_manager.h"
+#include "kvasir/sampling/sampler.h"
+#include "kvasir/sampling/stop_matcher.h"
+#include "kvasir/tokenizer/incremental_detokenizer.h"
+
+namespace kvasir {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  uint64_t id = 0;
+  GenerateRequest req;
+  OutputSink sink;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int n_prompt = 0;
+  int max_tokens = 0;           // generation limit (resolved against the context)
+  int num_computed = 0;         // leading tokens whose K/V are in the cache
+  SeqBlocks kv;
+  SeqStatus status = SeqStatus::kWaiting;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopMatcher> stop;
+  int cached_tokens = 0;        // prompt tokens served from the prefix cache (first admission)
+  bool admitted_once = false;
+  double arrival = 0, first_scheduled = 0, first_token = 0;
+  // Output accumulated during a step, flushed to the sink after it.
+  RequestOutput pending;
+
+  int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }
+  int n_uncomputed() const { return static_cast<int>(tokens.size()) - num_computed; }
+};
+
+}  // namespace kvasir

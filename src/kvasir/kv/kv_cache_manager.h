@@ -1,0 +1,73 @@
+// KV cache manager: per-sequence block tables over one BlockPool, with automatic prefix caching.
+//
+// Every full block of a sequence is identified by a chain hash: hash(parent block's hash, the
+// block's 16 token ids), so equal hashes mean equal whole prefixes. Once a block's K/V are
+// computed it is registered in the prefix cache; a new request reuses the longest chain of cached
+// blocks that matches its prompt (taking references, no copy), and computes only the rest.
+// Unreferenced cached blocks stay reusable until the pool evicts them in LRU order.
+// A hit is verified against the stored tokens and parent hash, so a hash collision cannot hand a
+// request someone else's K/V (a collision of the full 64-bit chain hash *and* the tokens would be
+// needed).
+//
+// Memory is reserved per block as positions are reached (never by maximum length): a sequence's
+// waste is at most its last partial block.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kvasir/kv/block_pool.h"
+
+namespace kvasir {
+
+// A sequence's KV state, owned by the caller (the scheduler's Sequence).
+struct SeqBlocks {
+  std::vector<int32_t> blocks;  // block table, position order
+  int n_hashed = 0;             // leading full blocks known to the prefix cache (hit or registered)
+  uint64_t last_hash = 0;       // chain hash of block n_hashed - 1
+};
+
+class KVCacheManager {
+ public:
+  KVCacheManager(int32_t n_blocks, int block_size, bool prefix_caching);
+
+  int block_size() const { return block_size_; }
+  int32_t n_blocks() const { return pool_.n_blocks(); }
+  int32_t n_free() const { return pool_.n_free(); }
+  int32_t n_used() const { return pool_.n_used(); }
+  double usage() const { return double(n_used()) / double(n_blocks()); }
+  bool prefix_caching() const { return prefix_caching_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // For a sequence with no blocks yet: takes references to the longest cached chain of full
+  // blocks matching `tokens`, at most max_blocks of them. Returns the number of tokens covered.
+  int acquire_cached_prefix(std::span<const int32_t> tokens, int max_blocks, SeqBlocks& seq);
+
+  // Makes the block table cover n_tokens positions. Returns false (allocating nothing) if the
+  // pool cannot provide the missing blocks.
+  bool allocate_slots(SeqBlocks& seq, int n_tokens);
+  // Blocks missing for n_tokens positions.
+  int blocks_needed(const SeqBlocks& seq, int n_tokens) const;
+
+  // Registers the sequence's full blocks among its first n_computed tokens in the prefix cache.
+  void cache_full_blocks(SeqBlocks& seq, std::span<const int32_t> tokens, int n_computed);
+
+  // Releases the sequence's blocks (cached ones stay reusable) and resets it.
+  void free(SeqBlocks& seq);
+
+ private:
+  uint64_t chain_hash(uint64_t parent, std::span<const int32_t> block_tokens) const;
+  void forget(int32_t block);
+
+  BlockPool pool_;
+  int block_size_;
+  bool prefix_caching_;
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::vector<uint64_t> hash_of_;         // per block: its chain hash (valid while cached)
+  std::vector<uint64_t> parent_hash_of_;  // per block: the parent's chain hash
+  std::vector<int32_t> tokens_of_;        // per block: its block_size token ids
+};
+
+}  // namespace kvasir
