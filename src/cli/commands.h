@@ -16,5 +16,6 @@ Runner add_tokenize(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_synth(CLI::App& app);
+Runner add_template(CLI::App& app);
 
 }  // namespace kvasir::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   reg(kvasir::cli::add_quantize);
   reg(kvasir::cli::add_perplexity);
   reg(kvasir::cli::add_synth);
+  reg(kvasir::cli::add_template);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,1194 @@
+#include "kvasir/chat/parser.h"
+
+#include <algorithm>
+
+#include "kvasir/chat/builtins.h"
+#include "kvasir/chat/lexer.h"
+
+namespace kvasir::chat {
+
+namespace {
+
+std::string describe(const Token& t) {
+  switch (t.type) {
+    case Tok::Data:
+      return "template data / text";
+    case Tok::BlockBegin:
+      return "begin of statement block";
+    case Tok::BlockEnd:
+      return "end of statement block";
+    case Tok::VarBegin:
+      return "begin of print statement";
+    case Tok::VarEnd:
+      return "end of print statement";
+    case Tok::Name:
+    case Tok::Op:
+      return t.text;
+    case Tok::String:
+      return "string";
+    case Tok::Int:
+      return "integer";
+    case Tok::Float:
+      return "float";
+    case Tok::Eof:
+      return "end of template";
+  }
+  return "token";
+}
+
+std::string quote(const std::string& s) {
+  return repr_string(s);
+}
+
+class Parser {
+ public:
+  explicit Parser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
+
+  Body parse() {
+    Body body = subparse({});
+    if (cur().type != Tok::Eof) fail(cur(), std::string("unexpected ") + quote(describe(cur())));
+    check_unknown(body, false);
+    return body;
+  }
+
+ private:
+  std::vector<Token> t_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  int loop_depth_ = 0;
+  std::vector<std::vector<std::string>> end_token_stack_;
+  std::vector<std::string> tag_stack_;
+
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxParseDepth) {
+        p.fail(p.cur(), std::string("template nesting is too deep (more than ") +
+                            std::to_string(kMaxParseDepth) + " levels)");
+      }
+    }
+    ~DepthGuard() { --p.depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+  };
+
+  const Token& cur() const { return t_[pos_]; }
+  const Token& look() const { return t_[std::min(pos_ + 1, t_.size() - 1)]; }
+  const Token& next() {
+    const Token& t = t_[pos_];
+    if (pos_ + 1 < t_.size()) ++pos_;
+    return t;
+  }
+  bool is_op(const char* op) const { return cur().type == Tok::Op && cur().text == op; }
+  bool is_name(const char* n) const { return cur().type == Tok::Name && cur().text == n; }
+  bool skip_op(const char* op) {
+    if (!is_op(op)) return false;
+    next();
+    return true;
+  }
+  bool skip_name(const char* n) {
+    if (!is_name(n)) return false;
+    next();
+    return true;
+  }
+
+  [[noreturn]] void fail(const Token& t, std::string msg) const {
+    throw TemplateError(ErrorKind::Syntax, std::move(msg), t.line, t.column);
+  }
+  [[noreturn]] void fail_expected(const std::string& what) const {
+    if (cur().type == Tok::Eof)
+      fail(cur(), std::string("unexpected end of template, expected ") + quote(what) + ".");
+    fail(cur(), std::string("expected token ") + quote(what) + ", got " + quote(describe(cur())));
+  }
+  const Token& expect(Tok type, const char* what) {
+    if (cur().type != type) fail_expected(what);
+    return next();
+  }
+  const Token& expect_op(const char* op) {
+    if (!is_op(op)) fail_expected(op);
+    return next();
+  }
+  const Token& expect_name(const char* n) {
+    if (!is_name(n)) fail_expected(n);
+    return next();
+  }
+
+  template <class T>
+  std::unique_ptr<T> make(const Token& at) {
+    auto n = std::make_unique<T>();
+    n->line = at.line;
+    n->column = at.column;
+    return n;
+  }
+  template <class T, class K>
+  std::unique_ptr<T> make(const Token& at, K kind) {
+    auto n = std::make_unique<T>(kind);
+    n->line = at.line;
+    n->column = at.column;
+    return n;
+  }
+
+  // ---- statements ----
+
+  [[noreturn]] void fail_unknown_tag(const Token& at, const std::string* name) {
+    std::vector<std::string> expected;
+    for (const auto& ends : end_token_stack_)
+      for (const auto& e : ends) expected.push_back(e);
+    std::string msg = name ? std::string("Encountered unknown tag ") + quote(*name) + "."
+                           : std::string("Unexpected end of template.");
+    if (!end_token_stack_.empty()) {
+      std::string looking;
+      for (const auto& e : end_token_stack_.back()) {
+        if (!looking.empty()) looking += " or ";
+        looking += quote(e);
+      }
+      if (name && std::find(expected.begin(), expected.end(), *name) != expected.end()) {
+        msg +=
+            " You probably made a nesting mistake. Jinja is expecting this tag, but currently "
+            "looking for " +
+            looking + ".";
+      } else {
+        msg += std::string(" Jinja was looking for the following tags: ") + looking + ".";
+      }
+    }
+    if (!tag_stack_.empty())
+      msg += std::string(" The innermost block that needs to be closed is ") +
+             quote(tag_stack_.back()) + ".";
+    fail(at, msg);
+  }
+
+  Body subparse(const std::vector<std::string>& end_tokens) {
+    DepthGuard guard(*this);
+    bool pushed = !end_tokens.empty();
+    if (pushed) end_token_stack_.push_back(end_tokens);
+    Body body;
+    while (true) {
+      const Token& tok = cur();
+      if (tok.type == Tok::Data) {
+        auto s = make<TextStmt>(tok);
+        s->text = tok.text;
+        body.push_back(std::move(s));
+        next();
+      } else if (tok.type == Tok::VarBegin) {
+        next();
+        auto s = make<PrintStmt>(tok);
+        s->expr = parse_tuple(false, true, {}, false);
+        expect(Tok::VarEnd, "end of print statement");
+        body.push_back(std::move(s));
+      } else if (tok.type == Tok::BlockBegin) {
+        next();
+        if (cur().type == Tok::Name &&
+            std::find(end_tokens.begin(), end_tokens.end(), cur().text) != end_tokens.end()) {
+          if (pushed) end_token_stack_.pop_back();
+          return body;
+        }
+        parse_statement(body);
+        expect(Tok::BlockEnd, "end of statement block");
+      } else if (tok.type == Tok::Eof) {
+        break;
+      } else {
+        fail(tok, std::string("unexpected ") + quote(describe(tok)));
+      }
+    }
+    if (pushed) end_token_stack_.pop_back();
+    return body;
+  }
+
+  // Parses a body up to one of end_tokens; leaves the end token current (or consumes it).
+  Body parse_statements(const std::vector<std::string>& end_tokens, bool drop_needle) {
+    skip_op(":");
+    expect(Tok::BlockEnd, "end of statement block");
+    Body body = subparse(end_tokens);
+    if (cur().type == Tok::Eof) {
+      end_token_stack_.push_back(end_tokens);
+      fail_unknown_tag(cur(), nullptr);
+    }
+    if (drop_needle) next();
+    return body;
+  }
+
+  void parse_statement(Body& out) {
+    const Token& tok = cur();
+    if (tok.type != Tok::Name) fail(tok, "tag name expected");
+    const std::string name = tok.text;
+    static const char* const kKnown[] = {"for",      "if",     "set",       "macro",
+                                         "call",     "filter", "with",      "break",
+                                         "continue", "print",  "generation"};
+    if (std::find_if(std::begin(kKnown), std::end(kKnown),
+                     [&](const char* k) { return name == k; }) == std::end(kKnown)) {
+      if (name == "extends" || name == "include" || name == "import" || name == "from" ||
+          name == "block") {
+        fail(tok, std::string("'") + name +
+                      "' is not supported in chat templates (there is no template loader)");
+      }
+      if (name == "autoescape") fail(tok, "'autoescape' is not supported in chat templates");
+      fail_unknown_tag(tok, &name);
+    }
+    tag_stack_.push_back(name);
+    if (name == "for") {
+      out.push_back(parse_for());
+    } else if (name == "if") {
+      out.push_back(parse_if());
+    } else if (name == "set") {
+      out.push_back(parse_set());
+    } else if (name == "macro") {
+      out.push_back(parse_macro());
+    } else if (name == "call") {
+      out.push_back(parse_call_block());
+    } else if (name == "filter") {
+      auto s = make<FilterBlockStmt>(next());
+      s->filter = parse_filter(nullptr, true);
+      s->body = parse_statements({"endfilter"}, true);
+      out.push_back(std::move(s));
+    } else if (name == "with") {
+      out.push_back(parse_with());
+    } else if (name == "break" || name == "continue") {
+      const Token& t = next();
+      if (loop_depth_ == 0) fail(t, std::string("'") + name + "' is outside of a loop");
+      out.push_back(
+          make<LoopControlStmt>(t, name == "break" ? StmtKind::Break : StmtKind::Continue));
+    } else if (name == "print") {
+      const Token& t = next();
+      bool first = true;
+      while (cur().type != Tok::BlockEnd) {
+        if (!first) expect_op(",");
+        first = false;
+        auto s = make<PrintStmt>(t);
+        s->expr = parse_expression(true);
+        out.push_back(std::move(s));
+      }
+    } else {  // generation: Hugging Face's assistant-mask marker; renders its body
+      auto s = make<ScopeStmt>(next());
+      s->body = parse_statements({"endgeneration"}, true);
+      out.push_back(std::move(s));
+    }
+    tag_stack_.pop_back();
+  }
+
+  StmtPtr parse_for() {
+    auto s = make<ForStmt>(next());
+    s->target = parse_assign_target(true, "in", false);
+    expect_name("in");
+    s->iter = parse_tuple(false, false, "recursive", false);
+    if (skip_name("if")) s->filter = parse_expression(true);
+    s->recursive = skip_name("recursive");
+    ++loop_depth_;
+    s->body = parse_statements({"endfor", "else"}, false);
+    --loop_depth_;
+    if (next().text != "endfor") s->else_body = parse_statements({"endfor"}, true);
+    return s;
+  }
+
+  StmtPtr parse_if() {
+    auto s = make<IfStmt>(next());
+    while (true) {
+      ExprPtr test = parse_tuple(false, false, {}, false);
+      Body body = parse_statements({"elif", "else", "endif"}, false);
+      s->branches.emplace_back(std::move(test), std::move(body));
+      const Token& t = next();
+      if (t.text == "elif") continue;
+      if (t.text == "else") s->else_body = parse_statements({"endif"}, true);
+      break;
+    }
+    return s;
+  }
+
+  StmtPtr parse_set() {
+    const Token& at = next();
+    Target target = parse_assign_target(true, nullptr, true);
+    if (skip_op("=")) {
+      auto s = make<SetStmt>(at);
+      s->target = std::move(target);
+      s->value = parse_tuple(false, true, {}, false);
+      return s;
+    }
+    auto s = make<SetBlockStmt>(at);
+    s->target = std::move(target);
+    if (is_op("|")) s->filter = parse_filter(nullptr, false);
+    s->body = parse_statements({"endset"}, true);
+    return s;
+  }
+
+  void parse_signature(MacroDef& def) {
+    expect_op("(");
+    while (!is_op(")")) {
+      if (!def.params.empty()) expect_op(",");
+      const Token& n = expect(Tok::Name, "name");
+      def.params.push_back(n.text);
+      if (skip_op("=")) {
+        def.defaults.push_back(parse_expression(true));
+      } else if (!def.defaults.empty()) {
+        fail(n, "non-default argument follows default argument");
+      }
+    }
+    expect_op(")");
+  }
+
+  StmtPtr parse_macro() {
+    auto s = make<MacroStmt>(next());
+    s->def.line = s->line;
+    s->def.name = expect(Tok::Name, "name").text;
+    parse_signature(s->def);
+    int saved = loop_depth_;
+    loop_depth_ = 0;
+    s->def.body = parse_statements({"endmacro"}, true);
+    loop_depth_ = saved;
+    scan_special_names(s->def);
+    return s;
+  }
+
+  StmtPtr parse_call_block() {
+    auto s = make<CallBlockStmt>(next());
+    s->caller.name = "caller";
+    s->caller.line = s->line;
+    if (is_op("(")) parse_signature(s->caller);
+    const Token& at = cur();
+    s->call = parse_expression(true);
+    if (s->call->kind != ExprKind::Call) fail(at, "expected call");
+    int saved = loop_depth_;
+    loop_depth_ = 0;
+    s->caller.body = parse_statements({"endcall"}, true);
+    loop_depth_ = saved;
+    scan_special_names(s->caller);
+    return s;
+  }
+
+  StmtPtr parse_with() {
+    auto s = make<WithStmt>(next());
+    while (cur().type != Tok::BlockEnd) {
+      if (!s->assigns.empty()) expect_op(",");
+      Target t = parse_assign_target(true, nullptr, false);
+      expect_op("=");
+      s->assigns.emplace_back(std::move(t), parse_expression(true));
+    }
+    s->body = parse_statements({"endwith"}, true);
+    return s;
+  }
+
+  // Which of varargs/kwargs/caller a macro body refers to (they enable extra arguments).
+  static void scan_expr(const Expr* e, MacroDef& def) {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::Name: {
+        const auto& n = static_cast<const NameExpr*>(e)->name;
+        if (n == "varargs") def.uses_varargs = true;
+        if (n == "kwargs") def.uses_kwargs = true;
+        if (n == "caller") def.uses_caller = true;
+        return;
+      }
+      case ExprKind::List:
+      case ExprKind::Tuple:
+        for (const auto& i : static_cast<const SeqExpr*>(e)->items) scan_expr(i.get(), def);
+        return;
+      case ExprKind::Dict:
+        for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
+          scan_expr(k.get(), def);
+          scan_expr(v.get(), def);
+        }
+        return;
+      case ExprKind::Not:
+      case ExprKind::Neg:
+      case ExprKind::Pos:
+        scan_expr(static_cast<const UnaryExpr*>(e)->operand.get(), def);
+        return;
+      case ExprKind::Binary:
+      case ExprKind::And:
+      case ExprKind::Or: {
+        auto* b = static_cast<const BinaryExpr*>(e);
+        scan_expr(b->left.get(), def);
+        scan_expr(b->right.get(), def);
+        return;
+      }
+      case ExprKind::Compare: {
+        auto* c = static_cast<const CompareExpr*>(e);
+        scan_expr(c->first.get(), def);
+        for (const auto& [op, x] : c->rest) scan_expr(x.get(), def);
+        return;
+      }
+      case ExprKind::Concat:
+        for (const auto& p : static_cast<const ConcatExpr*>(e)->parts) scan_expr(p.get(), def);
+        return;
+      case ExprKind::Cond: {
+        auto* c = static_cast<const CondExpr*>(e);
+        scan_expr(c->test.get(), def);
+        scan_expr(c->then.get(), def);
+        scan_expr(c->otherwise.get(), def);
+        return;
+      }
+      case ExprKind::Getattr:
+        scan_expr(static_cast<const GetattrExpr*>(e)->object.get(), def);
+        return;
+      case ExprKind::Getitem: {
+        auto* g = static_cast<const GetitemExpr*>(e);
+        scan_expr(g->object.get(), def);
+        scan_expr(g->key.get(), def);
+        return;
+      }
+      case ExprKind::Slice: {
+        auto* s = static_cast<const SliceExpr*>(e);
+        scan_expr(s->start.get(), def);
+        scan_expr(s->stop.get(), def);
+        scan_expr(s->step.get(), def);
+        return;
+      }
+      case ExprKind::Call: {
+        auto* c = static_cast<const CallExpr*>(e);
+        scan_expr(c->callee.get(), def);
+        scan_args(c->args, def);
+        return;
+      }
+      case ExprKind::Filter: {
+        auto* f = static_cast<const FilterExpr*>(e);
+        scan_expr(f->operand.get(), def);
+        scan_args(f->args, def);
+        return;
+      }
+      case ExprKind::Test: {
+        auto* t = static_cast<const TestExpr*>(e);
+        scan_expr(t->operand.get(), def);
+        scan_args(t->args, def);
+        return;
+      }
+      case ExprKind::Const:
+        return;
+    }
+  }
+  static void scan_args(const CallArgsExpr& a, MacroDef& def) {
+    for (const auto& x : a.args) scan_expr(x.get(), def);
+    for (const auto& [k, x] : a.kwargs) scan_expr(x.get(), def);
+    scan_expr(a.dyn_args.get(), def);
+    scan_expr(a.dyn_kwargs.get(), def);
+  }
+  static void scan_body(const Body& body, MacroDef& def) {
+    for (const auto& s : body) {
+      switch (s->kind) {
+        case StmtKind::Print:
+          scan_expr(static_cast<const PrintStmt*>(s.get())->expr.get(), def);
+          break;
+        case StmtKind::If: {
+          auto* i = static_cast<const IfStmt*>(s.get());
+          for (const auto& [t, b] : i->branches) {
+            scan_expr(t.get(), def);
+            scan_body(b, def);
+          }
+          scan_body(i->else_body, def);
+          break;
+        }
+        case StmtKind::For: {
+          auto* f = static_cast<const ForStmt*>(s.get());
+          scan_expr(f->iter.get(), def);
+          scan_expr(f->filter.get(), def);
+          scan_body(f->body, def);
+          scan_body(f->else_body, def);
+          break;
+        }
+        case StmtKind::Set:
+          scan_expr(static_cast<const SetStmt*>(s.get())->value.get(), def);
+          break;
+        case StmtKind::SetBlock: {
+          auto* b = static_cast<const SetBlockStmt*>(s.get());
+          scan_expr(b->filter.get(), def);
+          scan_body(b->body, def);
+          break;
+        }
+        case StmtKind::CallBlock: {  // Jinja2 counts names used in the caller body too
+          auto* c = static_cast<const CallBlockStmt*>(s.get());
+          scan_expr(c->call.get(), def);
+          for (const auto& d : c->caller.defaults) scan_expr(d.get(), def);
+          scan_body(c->caller.body, def);
+          break;
+        }
+        case StmtKind::Macro: {
+          auto* m = static_cast<const MacroStmt*>(s.get());
+          for (const auto& d : m->def.defaults) scan_expr(d.get(), def);
+          scan_body(m->def.body, def);
+          break;
+        }
+        case StmtKind::FilterBlock: {
+          auto* f = static_cast<const FilterBlockStmt*>(s.get());
+          scan_expr(f->filter.get(), def);
+          scan_body(f->body, def);
+          break;
+        }
+        case StmtKind::With: {
+          auto* w = static_cast<const WithStmt*>(s.get());
+          for (const auto& [t, e] : w->assigns) scan_expr(e.get(), def);
+          scan_body(w->body, def);
+          break;
+        }
+        case StmtKind::Scope:
+          scan_body(static_cast<const ScopeStmt*>(s.get())->body, def);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  static void scan_special_names(MacroDef& def) {
+    for (const auto& d : def.defaults) scan_expr(d.get(), def);
+    scan_body(def.body, def);
+  }
+
+  // Unknown filters and tests are errors when the template is compiled, except inside an `if`
+  // statement or an inline if-expression ("soft" frames in Jinja2's compiler), where they only
+  // fail if reached at render time. Loops, macros, call/filter/set blocks and `with` open frames
+  // of their own, which are not soft.
+  static void check_unknown_args(const CallArgsExpr& a, bool soft) {
+    for (const auto& x : a.args) check_unknown(x.get(), soft);
+    for (const auto& [k, x] : a.kwargs) check_unknown(x.get(), soft);
+    check_unknown(a.dyn_args.get(), soft);
+    check_unknown(a.dyn_kwargs.get(), soft);
+  }
+  static void check_unknown(const Expr* e, bool soft) {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::Const:
+      case ExprKind::Name:
+        return;
+      case ExprKind::List:
+      case ExprKind::Tuple:
+        for (const auto& i : static_cast<const SeqExpr*>(e)->items) check_unknown(i.get(), soft);
+        return;
+      case ExprKind::Dict:
+        for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
+          check_unknown(k.get(), soft);
+          check_unknown(v.get(), soft);
+        }
+        return;
+      case ExprKind::Not:
+      case ExprKind::Neg:
+      case ExprKind::Pos:
+        check_unknown(static_cast<const UnaryExpr*>(e)->operand.get(), soft);
+        return;
+      case ExprKind::Binary:
+      case ExprKind::And:
+      case ExprKind::Or: {
+        auto* b = static_cast<const BinaryExpr*>(e);
+        check_unknown(b->left.get(), soft);
+        check_unknown(b->right.get(), soft);
+        return;
+      }
+      case ExprKind::Compare: {
+        auto* c = static_cast<const CompareExpr*>(e);
+        check_unknown(c->first.get(), soft);
+        for (const auto& [op, x] : c->rest) check_unknown(x.get(), soft);
+        return;
+      }
+      case ExprKind::Concat:
+        for (const auto& p : static_cast<const ConcatExpr*>(e)->parts) check_unknown(p.get(), soft);
+        return;
+      case ExprKind::Cond: {
+        auto* c = static_cast<const CondExpr*>(e);
+        check_unknown(c->test.get(), true);
+        check_unknown(c->then.get(), true);
+        check_unknown(c->otherwise.get(), true);
+        return;
+      }
+      case ExprKind::Getattr:
+        check_unknown(static_cast<const GetattrExpr*>(e)->object.get(), soft);
+        return;
+      case ExprKind::Getitem: {
+        auto* g = static_cast<const GetitemExpr*>(e);
+        check_unknown(g->object.get(), soft);
+        check_unknown(g->key.get(), soft);
+        return;
+      }
+      case ExprKind::Slice: {
+        auto* s = static_cast<const SliceExpr*>(e);
+        check_unknown(s->start.get(), soft);
+        check_unknown(s->stop.get(), soft);
+        check_unknown(s->step.get(), soft);
+        return;
+      }
+      case ExprKind::Call: {
+        auto* c = static_cast<const CallExpr*>(e);
+        check_unknown(c->callee.get(), soft);
+        check_unknown_args(c->args, soft);
+        return;
+      }
+      case ExprKind::Filter: {
+        auto* f = static_cast<const FilterExpr*>(e);
+        if (!f->fn && !soft)
+          throw TemplateError(ErrorKind::Syntax, "No filter named " + quote(f->name) + ".", f->line,
+                              f->column);
+        check_unknown(f->operand.get(), soft);
+        check_unknown_args(f->args, soft);
+        return;
+      }
+      case ExprKind::Test: {
+        auto* t = static_cast<const TestExpr*>(e);
+        if (!t->fn && !soft)
+          throw TemplateError(ErrorKind::Syntax, "No test named " + quote(t->name) + ".", t->line,
+                              t->column);
+        check_unknown(t->operand.get(), soft);
+        check_unknown_args(t->args, soft);
+        return;
+      }
+    }
+  }
+  static void check_unknown(const Body& body, bool soft) {
+    for (const auto& s : body) {
+      switch (s->kind) {
+        case StmtKind::Text:
+        case StmtKind::Break:
+        case StmtKind::Continue:
+          break;
+        case StmtKind::Print:
+          check_unknown(static_cast<const PrintStmt*>(s.get())->expr.get(), soft);
+          break;
+        case StmtKind::If: {
+          auto* i = static_cast<const IfStmt*>(s.get());
+          for (const auto& [t, b] : i->branches) {
+            check_unknown(t.get(), true);
+            check_unknown(b, true);
+          }
+          check_unknown(i->else_body, true);
+          break;
+        }
+        case StmtKind::For: {
+          auto* f = static_cast<const ForStmt*>(s.get());
+          check_unknown(f->iter.get(), soft);
+          check_unknown(f->filter.get(), false);
+          check_unknown(f->body, false);
+          check_unknown(f->else_body, false);
+          break;
+        }
+        case StmtKind::Set:
+          check_unknown(static_cast<const SetStmt*>(s.get())->value.get(), soft);
+          break;
+        case StmtKind::SetBlock: {
+          auto* b = static_cast<const SetBlockStmt*>(s.get());
+          check_unknown(b->filter.get(), false);
+          check_unknown(b->body, false);
+          break;
+        }
+        case StmtKind::Macro: {
+          auto* m = static_cast<const MacroStmt*>(s.get());
+          for (const auto& d : m->def.defaults) check_unknown(d.get(), false);
+          check_unknown(m->def.body, false);
+          break;
+        }
+        case StmtKind::CallBlock: {
+          auto* c = static_cast<const CallBlockStmt*>(s.get());
+          check_unknown(c->call.get(), soft);
+          for (const auto& d : c->caller.defaults) check_unknown(d.get(), false);
+          check_unknown(c->caller.body, false);
+          break;
+        }
+        case StmtKind::FilterBlock: {
+          auto* f = static_cast<const FilterBlockStmt*>(s.get());
+          check_unknown(f->filter.get(), false);
+          check_unknown(f->body, false);
+          break;
+        }
+        case StmtKind::With: {
+          auto* w = static_cast<const WithStmt*>(s.get());
+          for (const auto& [t, e] : w->assigns) check_unknown(e.get(), soft);
+          check_unknown(w->body, false);
+          break;
+        }
+        case StmtKind::Scope:
+          check_unknown(static_cast<const ScopeStmt*>(s.get())->body, false);
+          break;
+      }
+    }
+  }
+
+  // ---- assignment targets ----
+
+  Target parse_target_primary(bool with_namespace) {
+    const Token& tok = cur();
+    Target t;
+    t.line = tok.line;
+    t.column = tok.column;
+    if (tok.type == Tok::Name) {
+      static const char* const kConsts[] = {"true", "false", "True", "False", "none", "None"};
+      for (const char* c : kConsts)
+        if (tok.text == c) fail(tok, "can't assign to 'const'");
+      next();
+      if (with_namespace && is_op(".")) {
+        next();
+        t.kind = Target::Kind::NsAttr;
+        t.name = tok.text;
+        t.attr = expect(Tok::Name, "name").text;
+        return t;
+      }
+      t.kind = Target::Kind::Name;
+      t.name = tok.text;
+      return t;
+    }
+    if (tok.type == Tok::Op && tok.text == "(") {
+      next();
+      Target inner = parse_assign_target(true, nullptr, with_namespace, true);
+      expect_op(")");
+      return inner;
+    }
+    fail(tok, std::string("can't assign to ") + quote(describe(tok)));
+  }
+
+  Target parse_assign_target(bool with_tuple, const char* extra_end, bool with_namespace,
+                             bool explicit_parens = false) {
+    if (!with_tuple) return parse_target_primary(with_namespace);
+    const Token& at = cur();
+    std::vector<Target> items;
+    bool is_tuple = false;
+    while (true) {
+      if (!items.empty()) expect_op(",");
+      if (is_tuple_end(extra_end)) break;
+      items.push_back(parse_target_primary(with_namespace));
+      if (is_op(",")) {
+        is_tuple = true;
+      } else {
+        break;
+      }
+    }
+    if (!is_tuple) {
+      if (!items.empty()) return std::move(items[0]);
+      if (!explicit_parens)
+        fail(cur(), std::string("Expected an expression, got ") + quote(describe(cur())));
+    }
+    Target t;
+    t.kind = Target::Kind::Tuple;
+    t.items = std::move(items);
+    t.line = at.line;
+    t.column = at.column;
+    return t;
+  }
+
+  // ---- expressions ----
+
+  bool is_tuple_end(const char* extra_end) const {
+    if (cur().type == Tok::VarEnd || cur().type == Tok::BlockEnd || is_op(")")) return true;
+    return extra_end && is_name(extra_end);
+  }
+
+  ExprPtr parse_tuple(bool simplified, bool with_condexpr, const char* extra_end,
+                      bool explicit_parens) {
+    const Token& at = cur();
+    std::vector<ExprPtr> items;
+    bool is_tuple = false;
+    while (true) {
+      if (!items.empty()) expect_op(",");
+      if (is_tuple_end(extra_end)) break;
+      items.push_back(simplified ? parse_primary() : parse_expression(with_condexpr));
+      if (is_op(",")) {
+        is_tuple = true;
+      } else {
+        break;
+      }
+    }
+    if (!is_tuple) {
+      if (!items.empty()) return std::move(items[0]);
+      if (!explicit_parens)
+        fail(cur(), std::string("Expected an expression, got ") + quote(describe(cur())));
+    }
+    auto t = make<SeqExpr>(at, ExprKind::Tuple);
+    t->items = std::move(items);
+    return t;
+  }
+
+  ExprPtr parse_expression(bool with_condexpr) {
+    return with_condexpr ? parse_condexpr() : parse_or();
+  }
+
+  ExprPtr parse_condexpr() {
+    DepthGuard guard(*this);
+    const Token& at = cur();
+    ExprPtr expr1 = parse_or();
+    while (skip_name("if")) {
+      auto c = make<CondExpr>(at);
+      c->test = parse_or();
+      if (skip_name("else")) c->otherwise = parse_condexpr();
+      c->then = std::move(expr1);
+      expr1 = std::move(c);
+    }
+    return expr1;
+  }
+
+  ExprPtr parse_or() {
+    ExprPtr left = parse_and();
+    while (is_name("or")) {
+      auto b = make<BinaryExpr>(next(), ExprKind::Or);
+      b->left = std::move(left);
+      b->right = parse_and();
+      left = std::move(b);
+    }
+    return left;
+  }
+
+  ExprPtr parse_and() {
+    ExprPtr left = parse_not();
+    while (is_name("and")) {
+      auto b = make<BinaryExpr>(next(), ExprKind::And);
+      b->left = std::move(left);
+      b->right = parse_not();
+      left = std::move(b);
+    }
+    return left;
+  }
+
+  ExprPtr parse_not() {
+    if (is_name("not")) {
+      DepthGuard guard(*this);
+      auto u = make<UnaryExpr>(next(), ExprKind::Not);
+      u->operand = parse_not();
+      return u;
+    }
+    return parse_compare();
+  }
+
+  ExprPtr parse_compare() {
+    const Token& at = cur();
+    ExprPtr first = parse_math1();
+    std::vector<std::pair<CmpOp, ExprPtr>> ops;
+    while (true) {
+      CmpOp op;
+      if (is_op("==")) {
+        op = CmpOp::Eq;
+      } else if (is_op("!=")) {
+        op = CmpOp::Ne;
+      } else if (is_op("<")) {
+        op = CmpOp::Lt;
+      } else if (is_op("<=")) {
+        op = CmpOp::Le;
+      } else if (is_op(">")) {
+        op = CmpOp::Gt;
+      } else if (is_op(">=")) {
+        op = CmpOp::Ge;
+      } else if (is_name("in")) {
+        op = CmpOp::In;
+      } else if (is_name("not") && look().type == Tok::Name && look().text == "in") {
+        next();
+        op = CmpOp::NotIn;
+      } else {
+        break;
+      }
+      next();
+      ops.emplace_back(op, parse_math1());
+    }
+    if (ops.empty()) return first;
+    auto c = make<CompareExpr>(at);
+    c->first = std::move(first);
+    c->rest = std::move(ops);
+    return c;
+  }
+
+  ExprPtr binary(const Token& at, BinOp op, ExprPtr l, ExprPtr r) {
+    auto b = make<BinaryExpr>(at, ExprKind::Binary);
+    b->op = op;
+    b->left = std::move(l);
+    b->right = std::move(r);
+    return b;
+  }
+
+  ExprPtr parse_math1() {
+    ExprPtr left = parse_concat();
+    while (is_op("+") || is_op("-")) {
+      const Token& at = next();
+      BinOp op = at.text == "+" ? BinOp::Add : BinOp::Sub;
+      left = binary(at, op, std::move(left), parse_concat());
+    }
+    return left;
+  }
+
+  ExprPtr parse_concat() {
+    const Token& at = cur();
+    ExprPtr first = parse_math2();
+    if (!is_op("~")) return first;
+    auto c = make<ConcatExpr>(at);
+    c->parts.push_back(std::move(first));
+    while (skip_op("~")) c->parts.push_back(parse_math2());
+    return c;
+  }
+
+  ExprPtr parse_math2() {
+    ExprPtr left = parse_pow();
+    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      const Token& at = next();
+      BinOp op = at.text == "*"    ? BinOp::Mul
+                 : at.text == "/"  ? BinOp::Div
+                 : at.text == "//" ? BinOp::FloorDiv
+                                   : BinOp::Mod;
+      left = binary(at, op, std::move(left), parse_pow());
+    }
+    return left;
+  }
+
+  ExprPtr parse_pow() {
+    ExprPtr left = parse_unary(true);
+    while (is_op("**")) {
+      const Token& at = next();
+      left = binary(at, BinOp::Pow, std::move(left), parse_unary(true));
+    }
+    return left;
+  }
+
+  ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(*this);
+    ExprPtr node;
+    if (is_op("-") || is_op("+")) {
+      const Token& at = next();
+      auto u = make<UnaryExpr>(at, at.text == "-" ? ExprKind::Neg : ExprKind::Pos);
+      u->operand = parse_unary(false);
+      node = std::move(u);
+    } else {
+      node = parse_primary();
+    }
+    node = parse_postfix(std::move(node));
+    if (with_filter) node = parse_filter_expr(std::move(node));
+    return node;
+  }
+
+  ExprPtr parse_primary() {
+    const Token& tok = cur();
+    switch (tok.type) {
+      case Tok::Name: {
+        next();
+        if (tok.text == "true" || tok.text == "True" || tok.text == "false" ||
+            tok.text == "False") {
+          auto c = make<ConstExpr>(tok);
+          c->value = Value::boolean(tok.text == "true" || tok.text == "True");
+          return c;
+        }
+        if (tok.text == "none" || tok.text == "None") {
+          auto c = make<ConstExpr>(tok);
+          c->value = Value::none();
+          return c;
+        }
+        auto n = make<NameExpr>(tok);
+        n->name = tok.text;
+        return n;
+      }
+      case Tok::String: {
+        std::string s;
+        while (cur().type == Tok::String) s += next().text;
+        auto c = make<ConstExpr>(tok);
+        c->value = Value::string(std::move(s));
+        return c;
+      }
+      case Tok::Int: {
+        auto c = make<ConstExpr>(next());
+        c->value = Value::integer(tok.int_value);
+        return c;
+      }
+      case Tok::Float: {
+        auto c = make<ConstExpr>(next());
+        c->value = Value::number(tok.float_value);
+        return c;
+      }
+      case Tok::Op:
+        if (tok.text == "(") {
+          next();
+          ExprPtr e = parse_tuple(false, true, nullptr, true);
+          expect_op(")");
+          return e;
+        }
+        if (tok.text == "[") {
+          auto l = make<SeqExpr>(next(), ExprKind::List);
+          while (!is_op("]")) {
+            if (!l->items.empty()) expect_op(",");
+            if (is_op("]")) break;
+            l->items.push_back(parse_expression(true));
+          }
+          expect_op("]");
+          return l;
+        }
+        if (tok.text == "{") {
+          auto d = make<DictExpr>(next());
+          while (!is_op("}")) {
+            if (!d->items.empty()) expect_op(",");
+            if (is_op("}")) break;
+            ExprPtr k = parse_expression(true);
+            expect_op(":");
+            d->items.emplace_back(std::move(k), parse_expression(true));
+          }
+          expect_op("}");
+          return d;
+        }
+        break;
+      default:
+        break;
+    }
+    if (tok.type == Tok::Eof) fail(tok, "unexpected end of template");
+    fail(tok, std::string("unexpected ") + quote(describe(tok)));
+  }
+
+  ExprPtr parse_postfix(ExprPtr node) {
+    while (true) {
+      if (is_op(".") || is_op("[")) {
+        node = parse_subscript(std::move(node));
+      } else if (is_op("(")) {
+        node = parse_call(std::move(node));
+      } else {
+        return node;
+      }
+    }
+  }
+
+  ExprPtr parse_filter_expr(ExprPtr node) {
+    while (true) {
+      if (is_op("|")) {
+        node = parse_filter(std::move(node), false);
+      } else if (is_name("is")) {
+        node = parse_test(std::move(node));
+      } else if (is_op("(")) {
+        node = parse_call(std::move(node));
+      } else {
+        return node;
+      }
+    }
+  }
+
+  ExprPtr parse_subscript(ExprPtr node) {
+    const Token& tok = next();
+    if (tok.text == ".") {
+      const Token& attr = next();
+      if (attr.type == Tok::Name) {
+        auto g = make<GetattrExpr>(tok);
+        g->object = std::move(node);
+        g->name = attr.text;
+        return g;
+      }
+      if (attr.type != Tok::Int) fail(attr, "expected name or number");
+      auto g = make<GetitemExpr>(tok);
+      g->object = std::move(node);
+      auto c = make<ConstExpr>(attr);
+      c->value = Value::integer(attr.int_value);
+      g->key = std::move(c);
+      return g;
+    }
+    std::vector<ExprPtr> args;
+    while (!is_op("]")) {
+      if (!args.empty()) expect_op(",");
+      args.push_back(parse_subscribed());
+    }
+    expect_op("]");
+    auto g = make<GetitemExpr>(tok);
+    g->object = std::move(node);
+    if (args.size() == 1) {
+      g->key = std::move(args[0]);
+    } else {
+      auto t = make<SeqExpr>(tok, ExprKind::Tuple);
+      t->items = std::move(args);
+      g->key = std::move(t);
+    }
+    return g;
+  }
+
+  ExprPtr parse_subscribed() {
+    const Token& at = cur();
+    ExprPtr start;
+    if (is_op(":")) {
+      next();
+    } else {
+      start = parse_expression(true);
+      if (!is_op(":")) return start;
+      next();
+    }
+    auto s = make<SliceExpr>(at);
+    s->start = std::move(start);
+    if (!is_op(":") && !is_op("]") && !is_op(",")) s->stop = parse_expression(true);
+    if (skip_op(":")) {
+      if (!is_op("]") && !is_op(",")) s->step = parse_expression(true);
+    }
+    return s;
+  }
+
+  CallArgsExpr parse_call_args() {
+    const Token& open = expect_op("(");
+    CallArgsExpr a;
+    bool require_comma = false;
+    auto ensure = [&](bool ok) {
+      if (!ok) fail(open, "invalid syntax for function call expression");
+    };
+    while (!is_op(")")) {
+      if (require_comma) {
+        expect_op(",");
+        if (is_op(")")) break;
+      }
+      if (is_op("*")) {
+        ensure(!a.dyn_args && !a.dyn_kwargs);
+        next();
+        a.dyn_args = parse_expression(true);
+      } else if (is_op("**")) {
+        ensure(!a.dyn_kwargs);
+        next();
+        a.dyn_kwargs = parse_expression(true);
+      } else if (cur().type == Tok::Name && look().type == Tok::Op && look().text == "=") {
+        ensure(!a.dyn_kwargs);
+        std::string key = next().text;
+        next();
+        a.kwargs.emplace_back(std::move(key), parse_expression(true));
+      } else {
+        ensure(!a.dyn_args && !a.dyn_kwargs && a.kwargs.empty());
+        a.args.push_back(parse_expression(true));
+      }
+      require_comma = true;
+    }
+    expect_op(")");
+    return a;
+  }
+
+  ExprPtr parse_call(ExprPtr node) {
+    auto c = make<CallExpr>(cur());
+    c->args = parse_call_args();
+    c->callee = std::move(node);
+    return c;
+  }
+
+  std::string dotted_name() {
+    std::string name = expect(Tok::Name, "name").text;
+    while (skip_op(".")) name += std::string(".") + expect(Tok::Name, "name").text;
+    return name;
+  }
+
+  ExprPtr parse_filter(ExprPtr node, bool start_inline) {
+    while (is_op("|") || start_inline) {
+      if (!start_inline) next();
+      const Token& at = cur();
+      auto f = make<FilterExpr>(at);
+      f->name = dotted_name();
+      f->fn = find_filter(f->name);  // unknown: checked by check_unknown() after parsing
+      if (is_op("(")) f->args = parse_call_args();
+      f->operand = std::move(node);
+      node = std::move(f);
+      start_inline = false;
+    }
+    return node;
+  }
+
+  ExprPtr parse_test(ExprPtr node) {
+    const Token& is_tok = next();
+    bool negated = skip_name("not");
+    const Token& at = cur();
+    auto t = make<TestExpr>(is_tok);
+    t->name = dotted_name();
+    t->fn = find_test(t->name);  // unknown: checked by check_unknown() after parsing
+    t->line = at.line;
+    t->column = at.column;
+    const Token& c = cur();
+    bool arg_start = c.type == Tok::Name || c.type == Tok::String || c.type == Tok::Int ||
+                     c.type == Tok::Float ||
+                     (c.type == Tok::Op && (c.text == "[" || c.text == "{"));
+    if (is_op("(")) {
+      t->args = parse_call_args();
+    } else if (arg_start && !is_name("else") && !is_name("or") && !is_name("and")) {
+      if (is_name("is")) fail(c, "You cannot chain multiple tests with is");
+      ExprPtr arg = parse_postfix(parse_primary());
+      t->args.args.push_back(std::move(arg));
+    }
+    t->operand = std::move(node);
+    if (!negated) return t;
+    auto n = make<UnaryExpr>(is_tok, ExprKind::Not);
+    n->operand = std::move(t);
+    return n;
+  }
+};
+
+}  // namespace
+
+Body parse_template(std::string_view source) {
+  return Parser(tokenize(source)).parse();
+}
+
+}  // namespace kvasir::chat
