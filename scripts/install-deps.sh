@@ -6,8 +6,10 @@ PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libhwy-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev
-  python3 python3-jinja2 nodejs npm
+  nodejs
 )
+# Tools that may come from outside dpkg (e.g. a newer npm): only installed when absent.
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
