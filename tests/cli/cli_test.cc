@@ -37,10 +37,10 @@ struct Result {
 
 // Runs `kvasir ARGS` (args already shell-quoted) with stdout and stderr captured separately.
 Result kvasir(const std::string& args) {
-  const char* bin = std::getenv("KVASIR_BIN");
-  EXPECT_NE(bin, nullptr) << "KVASIR_BIN is not set (ctest sets it)";
+  const char* env = std::getenv("KVASIR_BIN");
+  const std::string bin = env && *env ? env : KVASIR_CLI_PATH;
   std::string o = tmp("stdout"), e = tmp("stderr");
-  std::string cmd = std::string(bin ? bin : "kvasir") + " " + args + " > " + o + " 2> " + e;
+  std::string cmd = bin + " " + args + " > " + o + " 2> " + e;
   int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(o), slurp(e)};
 }
