@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: installs dependencies (and the pinned llama.cpp reference from npm, outside the
 # repository), builds and runs the whole test suite: release build, then the ASan+UBSan build.
-# Options: --fast (release only), --no-reference (skip installing the llama.cpp reference; its
-# tests then report themselves skipped).
+# Options: --fast (release only), --no-reference (skip installing the llama.cpp reference and the
+# openai SDK client; their tests then report themselves skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=0
@@ -17,6 +17,7 @@ done
 scripts/install-deps.sh
 if [ "$reference" = 1 ]; then
   scripts/install-llamacpp-ref.sh || echo "test.sh: llama.cpp reference unavailable; its tests will be skipped" >&2
+  scripts/install-openai-sdk.sh >/dev/null || echo "test.sh: openai SDK unavailable; its test will be skipped" >&2
 fi
 start=$(date +%s)
 scripts/build.sh release

@@ -17,5 +17,8 @@ Runner add_quantize(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_template(CLI::App& app);
+Runner add_bench(CLI::App& app);
+Runner add_plan(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 }  // namespace kvasir::cli

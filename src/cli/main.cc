@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   reg(kvasir::cli::add_perplexity);
   reg(kvasir::cli::add_synth);
   reg(kvasir::cli::add_template);
+  reg(kvasir::cli::add_bench);
+  reg(kvasir::cli::add_plan);
+  reg(kvasir::cli::add_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "kvasir/util/error.h"
@@ -13,13 +14,15 @@ namespace kvasir {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Scratch of one forward step (see the header for what is counted).
 int64_t activation_bytes(const ModelConfig& c, const PlanOptions& o) {
   const int64_t n = o.max_batched_tokens;
-  const int64_t per_token_f32 =
-      2 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} + 2 * int64_t{c.ffn_dim};
+  const int64_t per_token_f32 = 2 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} +
+                                2 * int64_t{c.kv_dim()} + 2 * int64_t{c.ffn_dim};
   const int64_t per_token_q8 = std::max(c.dim, c.ffn_dim) + 64;  // int8 row + block scales
   const int64_t rows = std::min<int64_t>(n, o.max_seqs);
   const int64_t logits = rows * (int64_t{c.n_vocab} + c.dim) * 4;
@@ -42,8 +45,8 @@ Plan plan_memory(const ModelConfig& c, int64_t weight_bytes, const PlanOptions& 
   if (o.memory_bytes <= 0) fail("--memory: must be > 0, got {} bytes", o.memory_bytes);
   if (o.ctx < 0) fail("--ctx: must be > 0 (or 0 = the model's context), got {}", o.ctx);
   if (c.n_layers <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0)
-    fail("model: invalid KV shape (layers {}, kv heads {}, head dim {})", c.n_layers,
-         c.n_kv_heads, c.head_dim);
+    fail("model: invalid KV shape (layers {}, kv heads {}, head dim {})", c.n_layers, c.n_kv_heads,
+         c.head_dim);
 
   Plan p;
   p.ctx = o.ctx > 0 ? o.ctx : c.ctx_train;
@@ -72,7 +75,8 @@ Plan plan_memory(const ModelConfig& c, int64_t weight_bytes, const PlanOptions& 
         format_size(needed));
   }
   p.kv_blocks = std::min(p.kv_blocks_fit, p.blocks_per_seq * o.max_seqs);
-  p.max_batch_at_ctx = static_cast<int>(std::min<int64_t>(p.kv_blocks / p.blocks_per_seq, o.max_seqs));
+  p.max_batch_fit = p.kv_blocks_fit / p.blocks_per_seq;
+  p.max_batch_at_ctx = static_cast<int>(std::min<int64_t>(p.max_batch_fit, o.max_seqs));
   return p;
 }
 
@@ -89,15 +93,17 @@ std::string describe_plan(const Plan& p) {
   line("KV budget", format_size(p.kv_budget_bytes));
   line("KV bytes per token", fmt::format("{} B", p.kv_bytes_per_token));
   line("KV block", fmt::format("{} tokens, {}", p.block_size, format_size(p.kv_bytes_per_block)));
-  line("blocks that fit", fmt::format("{} ({} tokens)", p.kv_blocks_fit,
-                                      p.kv_blocks_fit * p.block_size));
-  line("blocks allocated", fmt::format("{} ({} tokens, {}){}", p.kv_blocks, p.kv_tokens(),
-                                       format_size(p.kv_bytes()),
-                                       p.kv_blocks < p.kv_blocks_fit
-                                           ? ": capped at max-seqs full sequences"
-                                           : ""));
+  line("blocks that fit",
+       fmt::format("{} ({} tokens)", p.kv_blocks_fit, p.kv_blocks_fit * p.block_size));
+  line("blocks allocated",
+       fmt::format("{} ({} tokens, {}){}", p.kv_blocks, p.kv_tokens(), format_size(p.kv_bytes()),
+                   p.kv_blocks < p.kv_blocks_fit ? ": capped at max-seqs full sequences" : ""));
   line("blocks per sequence", fmt::format("{} (ctx {})", p.blocks_per_seq, p.ctx));
-  line("largest batch at ctx", fmt::format("{} sequences of {} tokens", p.max_batch_at_ctx, p.ctx));
+  line("largest batch at ctx",
+       fmt::format("{} sequences of {} tokens{}", p.max_batch_at_ctx, p.ctx,
+                   p.max_batch_fit > p.max_batch_at_ctx
+                       ? fmt::format(" (memory holds {}; --max-seqs caps it)", p.max_batch_fit)
+                       : std::string()));
   return s;
 }
 
@@ -111,8 +117,7 @@ int64_t parse_size(std::string_view text, std::string_view what) {
     if (ch != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   double value = 0;
   size_t used = 0;
-  bool ok = !number.empty() && std::count(number.begin(), number.end(), '.') <= 1 &&
-            number != ".";
+  bool ok = !number.empty() && std::count(number.begin(), number.end(), '.') <= 1 && number != ".";
   if (ok) {
     try {
       value = std::stod(number, &used);
@@ -122,16 +127,30 @@ int64_t parse_size(std::string_view text, std::string_view what) {
     ok = ok && used == number.size();
   }
   int shift = -1;
-  if (unit.empty() || unit == "b") shift = 0;
-  else if (unit == "k" || unit == "kb" || unit == "kib") shift = 10;
-  else if (unit == "m" || unit == "mb" || unit == "mib") shift = 20;
-  else if (unit == "g" || unit == "gb" || unit == "gib") shift = 30;
-  else if (unit == "t" || unit == "tb" || unit == "tib") shift = 40;
+  if (unit.empty() || unit == "b")
+    shift = 0;
+  else if (unit == "k" || unit == "kb" || unit == "kib")
+    shift = 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib")
+    shift = 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib")
+    shift = 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib")
+    shift = 40;
   if (!ok || shift < 0)
     fail("{}: expected a size such as 8GiB, 512MiB, 2G or 1048576, got '{}'", what, text);
   const double bytes = value * std::ldexp(1.0, shift);
   if (!(bytes < 9.0e18)) fail("{}: size '{}' is too large", what, text);
   return static_cast<int64_t>(bytes);
+}
+
+std::optional<int64_t> default_memory_budget() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024 / 10 * 9;
+  return std::nullopt;
 }
 
 std::string format_size(int64_t bytes) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,11 +33,11 @@
 namespace kvasir {
 
 struct PlanOptions {
-  int64_t memory_bytes = 0;        // the whole budget (weights included)
-  int ctx = 0;                     // max model length; 0: the model's training context
-  int max_seqs = 64;               // sequences running at once
-  int max_batched_tokens = 512;    // tokens per step
-  DType kv_type = DType::F16;      // F16 or F32
+  int64_t memory_bytes = 0;      // the whole budget (weights included)
+  int ctx = 0;                   // max model length; 0: the model's training context
+  int max_seqs = 64;             // sequences running at once
+  int max_batched_tokens = 512;  // tokens per step
+  DType kv_type = DType::F16;    // F16 or F32
   int block_size = 16;
   int64_t margin_bytes = int64_t{64} << 20;
 };
@@ -50,13 +51,14 @@ struct Plan {
   int64_t weight_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t margin_bytes = 0;
-  int64_t kv_budget_bytes = 0;     // memory - weights - activations - margin (may be < 0)
+  int64_t kv_budget_bytes = 0;  // memory - weights - activations - margin (may be < 0)
   int64_t kv_bytes_per_token = 0;
   int64_t kv_bytes_per_block = 0;
-  int64_t blocks_per_seq = 0;      // ceil(ctx / block_size)
-  int64_t kv_blocks_fit = 0;       // blocks the budget holds
-  int64_t kv_blocks = 0;           // blocks to allocate: fit, capped at max_seqs full sequences
-  int max_batch_at_ctx = 0;        // full-length sequences that fit at once (<= max_seqs)
+  int64_t blocks_per_seq = 0;  // ceil(ctx / block_size)
+  int64_t kv_blocks_fit = 0;   // blocks the budget holds
+  int64_t kv_blocks = 0;       // blocks to allocate: fit, capped at max_seqs full sequences
+  int max_batch_at_ctx = 0;    // full-length sequences that run at once (<= max_seqs)
+  int64_t max_batch_fit = 0;   // full-length sequences the budget holds (ignoring max_seqs)
 
   int64_t kv_bytes() const { return kv_blocks * kv_bytes_per_block; }
   int64_t kv_tokens() const { return kv_blocks * block_size; }
@@ -78,5 +80,9 @@ int64_t parse_size(std::string_view text, std::string_view what = "size");
 
 // "8.00 GiB", "512.0 MiB", "640 B".
 std::string format_size(int64_t bytes);
+
+// The default budget when none is given: 90% of the memory the system reports available
+// (MemAvailable in /proc/meminfo), or nullopt where that cannot be read.
+std::optional<int64_t> default_memory_budget();
 
 }  // namespace kvasir

@@ -1,0 +1,235 @@
+// kvasir bench -m FILE [-t N] [--json] [--reps 3] [--pp 512] [--tg 128] [--batches 8,16,64]
+//              [--ctx-prefill 0|2048] [--bandwidth]: the throughput figures of BENCH.md
+// (see bench/model_bench.h). `--bandwidth` without -m runs only the memory-bandwidth probe.
+// Human table on stdout (progress notes on stderr); with --json one JSON object per figure.
+//
+// kvasir bench serve [--host H] [--port P] [--requests N] [--rate R | --concurrency C] ...:
+// drives a running `kvasir serve` (or any OpenAI-compatible server) over HTTP with streaming
+// completions and prints TTFT/TPOT/ITL/e2e percentiles and throughput (bench/serve_bench.h).
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "commands.h"
+#include "kvasir/bench/model_bench.h"
+#include "kvasir/bench/serve_bench.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir::cli {
+namespace {
+
+std::vector<int> parse_batches(const std::string& s) {
+  std::vector<int> out;
+  if (s.empty() || s == "0" || s == "none") return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      int b = std::stoi(item, &used);
+      if (used != item.size() || b < 1) throw std::invalid_argument(item);
+      out.push_back(b);
+    } catch (const std::exception&) {
+      fail("--batches: expected a comma-separated list of positive integers, got '{}'", s);
+    }
+  }
+  return out;
+}
+
+struct Labels {
+  std::string model, dtype;
+  int threads = 0;
+};
+
+nlohmann::json to_json(const bench::BenchResult& r, const Labels& l) {
+  nlohmann::json j = {{"name", r.name},       {"model", l.model},   {"dtype", l.dtype},
+                      {"threads", l.threads}, {"n", r.stats.n},     {"median", r.stats.median},
+                      {"min", r.stats.min},   {"max", r.stats.max}, {"unit", r.unit}};
+  if (r.seqs > 0) j["seqs"] = r.seqs;
+  if (r.bytes_per_step > 0) j["bytes_per_step"] = r.bytes_per_step;
+  if (r.roofline_pct) j["roofline_pct"] = *r.roofline_pct;
+  return j;
+}
+
+void print_row(const bench::BenchResult& r) {
+  std::string roof = r.roofline_pct ? fmt::format("{:.1f}%", *r.roofline_pct) : "";
+  fmt::print("{:<12} {:>3} {:>10.2f} {:>10.2f} {:>10.2f}  {:<6} {:>8}\n", r.name, r.stats.n,
+             r.stats.median, r.stats.min, r.stats.max, r.unit, roof);
+  std::fflush(stdout);
+}
+
+nlohmann::json latency_json(const bench::LatencyStats& l) {
+  return {{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"mean", l.mean}};
+}
+
+// `kvasir bench serve`: returns the runner of the nested subcommand.
+Runner add_bench_serve(CLI::App& bench_cmd) {
+  auto* cmd = bench_cmd.add_subcommand(
+      "serve", "Load-test an OpenAI-compatible server: TTFT/TPOT/ITL percentiles, throughput");
+  struct Opts {
+    bench::ServeBenchOptions s;
+    bool json = false;
+    std::string label;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--host", o->s.host, "Server address (default 127.0.0.1)");
+  cmd->add_option("--port", o->s.port, "Server port (default 8080)");
+  cmd->add_option("--model", o->s.model, "Model id to request (default: the first of /v1/models)");
+  cmd->add_option("--api-key", o->s.api_key, "Bearer key");
+  cmd->add_option("--requests", o->s.requests, "Requests to send (default 64)");
+  cmd->add_option("--rate", o->s.rate, "Poisson arrivals at this many requests/s (default: off)");
+  cmd->add_option("--concurrency", o->s.concurrency,
+                  "Clients each sending its next request when the last ends (default 8)");
+  cmd->add_option("--prompt-min", o->s.prompt_min, "Shortest random prompt, tokens (default 32)");
+  cmd->add_option("--prompt-max", o->s.prompt_max, "Longest random prompt, tokens (default 256)");
+  cmd->add_option("--output-min", o->s.output_min, "Shortest output, tokens (default 16)");
+  cmd->add_option("--output-max", o->s.output_max, "Longest output, tokens (default 128)");
+  cmd->add_option("--shared-prefix", o->s.shared_prefix,
+                  "Tokens of a prefix common to every prompt (default 0)");
+  cmd->add_option("--vocab-hi", o->s.vocab_hi,
+                  "Random token ids are drawn below this (default 500)");
+  cmd->add_option("--seed", o->s.seed, "Workload seed (default 1): same seed, same requests");
+  cmd->add_option("--timeout", o->s.timeout_s, "Per-request timeout, s (default 600)");
+  cmd->add_option("--label", o->label, "A name for this run in the output (e.g. continuous)");
+  cmd->add_flag("--json", o->json, "One JSON object with every figure");
+  return [o]() {
+    bench::ServeBenchResult r = bench::run_serve_bench(o->s);
+    if (o->json) {
+      nlohmann::json j = {{"name", "serve"},
+                          {"label", o->label},
+                          {"requests", o->s.requests},
+                          {"rate", o->s.rate},
+                          {"concurrency", o->s.rate > 0 ? 0 : o->s.concurrency},
+                          {"completed", r.completed},
+                          {"failed", r.failed},
+                          {"duration_s", r.duration_s},
+                          {"req_per_s", r.req_per_s},
+                          {"output_tok_per_s", r.output_tok_per_s},
+                          {"output_tokens", r.output_tokens},
+                          {"prompt_tokens", r.prompt_tokens},
+                          {"cached_tokens", r.cached_tokens},
+                          {"ttft_s", latency_json(r.ttft)},
+                          {"tpot_s", latency_json(r.tpot)},
+                          {"itl_s", latency_json(r.itl)},
+                          {"e2e_s", latency_json(r.e2e)}};
+      if (!r.first_error.empty()) j["first_error"] = r.first_error;
+      fmt::print("{}\n", j.dump());
+    } else {
+      fmt::print("kvasir bench serve{}: {}:{}, {} requests, {}\n",
+                 o->label.empty() ? "" : " [" + o->label + "]", o->s.host, o->s.port, o->s.requests,
+                 o->s.rate > 0 ? fmt::format("Poisson {:.2f} req/s", o->s.rate)
+                               : fmt::format("concurrency {}", o->s.concurrency));
+      fmt::print("completed {} failed {} in {:.2f} s: {:.2f} req/s, {:.1f} output tok/s\n",
+                 r.completed, r.failed, r.duration_s, r.req_per_s, r.output_tok_per_s);
+      fmt::print("tokens: prompt {} (cached {}), output {}\n", r.prompt_tokens, r.cached_tokens,
+                 r.output_tokens);
+      fmt::print("{:<6} {:>10} {:>10} {:>10} {:>10}   (ms)\n", "", "p50", "p90", "p99", "mean");
+      auto row = [](const char* n, const bench::LatencyStats& l) {
+        fmt::print("{:<6} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}\n", n, l.p50 * 1e3, l.p90 * 1e3,
+                   l.p99 * 1e3, l.mean * 1e3);
+      };
+      row("TTFT", r.ttft);
+      row("TPOT", r.tpot);
+      row("ITL", r.itl);
+      row("e2e", r.e2e);
+      if (!r.first_error.empty()) fmt::print(stderr, "first error: {}\n", r.first_error);
+    }
+    return r.failed == 0 ? 0 : 1;
+  };
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Throughput benchmark: pp, tg, batched tg, bandwidth");
+  struct Opts {
+    std::string model, batches = "8,16,64", kv_type = "f16";
+    int threads = 0;
+    bool json = false, bandwidth_only = false;
+    double bandwidth_mib = 0;
+    bench::BenchOptions b;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "GGUF model");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  cmd->add_flag("--json", o->json, "One JSON object per result line");
+  cmd->add_option("--reps", o->b.reps, "Timed repetitions after the warm-up (default 3)");
+  cmd->add_option("--pp", o->b.pp, "Prompt length of the prefill figure; 0 skips (default 512)");
+  cmd->add_option("--tg", o->b.tg, "Decode steps per sequence; 0 skips decode (default 128)");
+  cmd->add_option("--batches", o->batches,
+                  "Batched decode sizes, comma-separated; '' or 0 skips (default 8,16,64)");
+  cmd->add_option("--ctx-prefill", o->b.ctx_prefill,
+                  "Also measure tg with this many tokens already cached (e.g. 2048)");
+  cmd->add_option("--tg-prompt", o->b.tg_prompt, "Prompt tokens before tg (default 16)");
+  cmd->add_option("--batch-prompt", o->b.batch_prompt,
+                  "Prompt tokens per sequence before batched decode (default 128)");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 or f32");
+  cmd->add_flag("--bandwidth", o->bandwidth_only,
+                "Run only the memory-bandwidth probe (no model needed)");
+  cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
+                  "Probe buffer size in MiB (default: max(1 GiB, 8 x last-level cache))");
+  Runner serve = add_bench_serve(*cmd);
+  auto* serve_cmd = cmd->get_subcommand("serve");
+  return [o, serve, serve_cmd]() {
+    if (serve_cmd->parsed()) return serve();
+    o->b.batches = parse_batches(o->batches);
+    auto kvt = dtype_from_name(o->kv_type);
+    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
+      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    o->b.kv_type = *kvt;
+    if (o->bandwidth_mib < 0) fail("--bandwidth-mib must be >= 0, got {}", o->bandwidth_mib);
+    o->b.bandwidth_bytes = static_cast<size_t>(o->bandwidth_mib * 1024 * 1024);
+    if (o->model.empty() && !o->bandwidth_only)
+      fail("bench: -m/--model is required (or --bandwidth alone for the bandwidth probe)");
+    if (o->threads < 0) fail("--threads must be >= 0, got {}", o->threads);
+    bench::validate(o->b, nullptr);
+
+    ThreadPool pool(o->threads);
+    Labels labels;
+    labels.threads = pool.size();
+    auto on_result = [&](const bench::BenchResult& r) {
+      if (o->json) {
+        fmt::print("{}\n", to_json(r, labels).dump());
+        std::fflush(stdout);
+      } else {
+        print_row(r);
+      }
+    };
+    auto header = [&]() {
+      if (!o->json)
+        fmt::print("{:<12} {:>3} {:>10} {:>10} {:>10}  {:<6} {:>8}\n", "name", "n", "median", "min",
+                   "max", "unit", "roofline");
+    };
+
+    if (o->bandwidth_only) {
+      if (!o->json)
+        fmt::print("kvasir bench --bandwidth: {} threads, {} reps\n", labels.threads, o->b.reps);
+      header();
+      on_result(bench::run_bandwidth(pool, o->b));
+      return 0;
+    }
+
+    auto model = Model::load(o->model);
+    bench::validate(o->b, model.get());
+    labels.model = model->config().name.empty() ? std::filesystem::path(o->model).stem().string()
+                                                : model->config().name;
+    labels.dtype = std::string(dtype_name(model->weight_type()));
+    if (!o->json) {
+      fmt::print("kvasir bench: {} ({}, {}), {} threads, {} reps after a warm-up, KV {}\n",
+                 labels.model, labels.dtype, o->model, labels.threads, o->b.reps, o->kv_type);
+      fmt::print(
+          "weights streamed per decode step: {:.1f} MB; roofline = tok/s x bytes per "
+          "step / (seqs x bandwidth)\n",
+          static_cast<double>(bench::streamed_weight_bytes(*model)) / 1e6);
+    }
+    header();
+    bench::run_model_bench(*model, pool, o->b, on_result);
+    return 0;
+  };
+}
+
+}  // namespace kvasir::cli

@@ -1,0 +1,73 @@
+// Parsing of OpenAI request bodies into what the server submits to the engine.
+//
+// parse_json_body() checks the body is UTF-8 and a JSON object. parse_completion_request() and
+// parse_chat_request() check every field they know for its JSON type and simple ranges, and map
+// it to SamplingParams (OpenAI / vLLM names: max_tokens, max_completion_tokens, temperature,
+// top_p, top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty, seed, stop, n,
+// logprobs, top_logprobs, logit_bias, stop_token_ids, ignore_eos, stream, stream_options). A null
+// value means "absent". Unknown fields are ignored. Every problem is an ApiError (400) naming the
+// field in `param`. Ranges that need the model (vocabulary size, context) are checked later by
+// the server with SamplingParams::validate and the tokenized prompt.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvasir/sampling/sampling_params.h"
+
+namespace kvasir::server {
+
+using Json = nlohmann::ordered_json;
+
+// The most choices one request may ask for (n, times the number of prompts).
+inline constexpr int kMaxChoices = 128;
+// The deepest JSON nesting a request body may have.
+inline constexpr int kMaxJsonDepth = 128;
+
+struct GenerationOptions {
+  std::optional<std::string> model;
+  SamplingParams sampling;  // max_tokens = -1 when the request did not set it
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// One prompt of /v1/completions: text, or token ids.
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+struct CompletionRequest {
+  GenerationOptions options;
+  std::vector<PromptInput> prompts;  // a batch: each gets n choices
+  bool echo = false;
+  int logprobs = -1;  // -1: off; N >= 0: chosen token + top N
+};
+
+struct ChatRequest {
+  GenerationOptions options;
+  Json messages;                          // content parts flattened to strings
+  Json tools;                             // null when absent
+  Json template_kwargs = Json::object();  // chat_template_kwargs (vLLM extension)
+  bool add_generation_prompt = true;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+// Throws ApiError 400: bad UTF-8 (with the byte offset), malformed JSON, nesting deeper than
+// kMaxJsonDepth, not an object.
+Json parse_json_body(std::string_view body);
+
+CompletionRequest parse_completion_request(const Json& body);
+ChatRequest parse_chat_request(const Json& body);
+
+// The JSON type name used in error messages ("string", "number", "array", ...).
+std::string json_type_name(const Json& v);
+
+}  // namespace kvasir::server

@@ -1,0 +1,172 @@
+// Memory planner: KV bytes per token against known published figures, the budget split's
+// invariants, the refusal of a plan that cannot hold one full sequence, and size parsing.
+#include "kvasir/engine/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "kvasir/util/error.h"
+
+namespace kvasir {
+namespace {
+
+ModelConfig stories260k() {  // dims of /work/shared/models/stories260K.gguf
+  ModelConfig c;
+  c.arch = "llama";
+  c.n_vocab = 512;
+  c.dim = 64;
+  c.n_layers = 5;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.head_dim = 8;
+  c.ffn_dim = 172;
+  c.ctx_train = 2048;
+  return c;
+}
+
+ModelConfig llama2_7b() {
+  ModelConfig c;
+  c.arch = "llama";
+  c.n_vocab = 32000;
+  c.dim = 4096;
+  c.n_layers = 32;
+  c.n_heads = 32;
+  c.n_kv_heads = 32;
+  c.head_dim = 128;
+  c.ffn_dim = 11008;
+  c.ctx_train = 4096;
+  return c;
+}
+
+TEST(MemoryPlan, KvBytesPerToken) {
+  // Llama-2-7B keeps 0.5 MiB of f16 K and V per token (2 x 32 layers x 4096 x 2 bytes), the
+  // figure vLLM's and llama.cpp's documentation quote.
+  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), DType::F16), 524288);
+  // stories260K: 2 x 5 layers x 4 KV heads x 8 dims x 2 bytes.
+  EXPECT_EQ(kv_bytes_per_token(stories260k(), DType::F16), 640);
+  EXPECT_EQ(kv_bytes_per_token(stories260k(), DType::F32), 1280);
+}
+
+TEST(MemoryPlan, SplitsTheBudget) {
+  PlanOptions o;
+  o.memory_bytes = int64_t{16} << 30;
+  o.ctx = 4096;
+  o.max_seqs = 32;
+  const int64_t weights = int64_t{13} << 29;  // 6.5 GiB of f16 weights
+  Plan p = plan_memory(llama2_7b(), weights, o);
+  EXPECT_EQ(p.ctx, 4096);
+  EXPECT_EQ(p.kv_bytes_per_block, 524288 * 16);
+  EXPECT_EQ(p.blocks_per_seq, 256);
+  EXPECT_EQ(p.kv_budget_bytes, o.memory_bytes - weights - p.activation_bytes - p.margin_bytes);
+  EXPECT_GT(p.activation_bytes, 0);
+  EXPECT_EQ(p.margin_bytes, int64_t{64} << 20);
+  // Whole blocks: the budget holds kv_blocks_fit blocks and not one more.
+  EXPECT_LE(p.kv_blocks_fit * p.kv_bytes_per_block, p.kv_budget_bytes);
+  EXPECT_GT((p.kv_blocks_fit + 1) * p.kv_bytes_per_block, p.kv_budget_bytes);
+  // 16 GiB - 6.5 GiB of weights - ~0.3 GiB of scratch and margin leaves ~9.2 GiB of KV: four
+  // full 4096-token sequences at 2 GiB each, not five.
+  EXPECT_EQ(p.max_batch_at_ctx, 4);
+  EXPECT_EQ(p.max_batch_fit, 4);
+  EXPECT_EQ(p.max_batch_at_ctx, static_cast<int>(std::min<int64_t>(p.kv_blocks / 256, 32)));
+  EXPECT_EQ(p.kv_blocks, std::min<int64_t>(p.kv_blocks_fit, 256 * 32));
+}
+
+TEST(MemoryPlan, CapsAtMaxSeqsFullSequences) {
+  PlanOptions o;
+  o.memory_bytes = int64_t{1} << 30;
+  o.ctx = 256;
+  o.max_seqs = 4;
+  Plan p = plan_memory(stories260k(), 1185376, o);
+  EXPECT_EQ(p.blocks_per_seq, 16);
+  EXPECT_GT(p.kv_blocks_fit, 4 * 16);
+  EXPECT_EQ(p.kv_blocks, 4 * 16);  // more could never be used by 4 sequences
+  EXPECT_EQ(p.max_batch_at_ctx, 4);
+  EXPECT_EQ(p.max_batch_fit, p.kv_blocks_fit / 16);  // the budget alone would hold many more
+  EXPECT_EQ(p.kv_bytes(), 64 * 16 * 640);
+}
+
+TEST(MemoryPlan, LargestBatchAtContext) {
+  PlanOptions o;
+  o.ctx = 2048;
+  o.max_seqs = 1000;
+  o.margin_bytes = 0;
+  o.max_batched_tokens = 16;
+  // Room for exactly 10 sequences of 128 blocks plus a partial 11th.
+  Plan probe = plan_memory(stories260k(), 0, PlanOptions{int64_t{1} << 30, 2048, 1000, 16});
+  const int64_t fixed = probe.activation_bytes;
+  o.memory_bytes = fixed + (10 * 128 + 50) * int64_t{640 * 16};
+  Plan p = plan_memory(stories260k(), 0, o);
+  EXPECT_EQ(p.kv_blocks_fit, 10 * 128 + 50);
+  EXPECT_EQ(p.max_batch_at_ctx, 10);
+  EXPECT_EQ(p.max_batch_fit, 10);
+}
+
+TEST(MemoryPlan, RefusesWhenOneSequenceDoesNotFit) {
+  PlanOptions o;
+  o.memory_bytes = int64_t{7} << 30;
+  o.ctx = 4096;  // needs 2 GiB of KV beyond 6.5 GiB of weights
+  try {
+    plan_memory(llama2_7b(), int64_t{13} << 29, o);
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot hold one sequence of 4096 tokens"),
+              std::string::npos)
+        << e.what();
+  }
+  // Weights alone beyond the budget.
+  o.memory_bytes = int64_t{1} << 30;
+  EXPECT_THROW(plan_memory(llama2_7b(), int64_t{13} << 29, o), Error);
+  // Invalid options.
+  o.memory_bytes = int64_t{64} << 30;
+  o.kv_type = DType::Q8_0;
+  EXPECT_THROW(plan_memory(llama2_7b(), 0, o), Error);
+  o.kv_type = DType::F16;
+  o.max_seqs = 0;
+  EXPECT_THROW(plan_memory(llama2_7b(), 0, o), Error);
+}
+
+TEST(MemoryPlan, DescribeMentionsTheFigures) {
+  PlanOptions o;
+  o.memory_bytes = int64_t{1} << 30;
+  o.ctx = 256;
+  o.max_seqs = 4;
+  const std::string s = describe_plan(plan_memory(stories260k(), 1185376, o));
+  EXPECT_NE(s.find("KV bytes per token"), std::string::npos);
+  EXPECT_NE(s.find("640 B"), std::string::npos);
+  EXPECT_NE(s.find("4 sequences of 256 tokens"), std::string::npos);
+}
+
+TEST(ParseSize, Units) {
+  EXPECT_EQ(parse_size("8GiB"), int64_t{8} << 30);
+  EXPECT_EQ(parse_size("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(parse_size("2G"), int64_t{2} << 30);
+  EXPECT_EQ(parse_size("2gb"), int64_t{2} << 30);
+  EXPECT_EQ(parse_size("1.5GiB"), int64_t{3} << 29);
+  EXPECT_EQ(parse_size("4k"), 4096);
+  EXPECT_EQ(parse_size("1048576"), 1048576);
+  EXPECT_EQ(parse_size("100 B"), 100);
+  EXPECT_EQ(parse_size("1T"), int64_t{1} << 40);
+  for (const char* bad : {"", "abc", "8XB", "-1G", "1..5G", ".", "G", "1e3", "8 GiB extra"})
+    EXPECT_THROW(parse_size(bad, "--memory"), Error) << bad;
+  try {
+    parse_size("lots", "--memory");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--memory"), std::string::npos);
+  }
+}
+
+TEST(ParseSize, Format) {
+  EXPECT_EQ(format_size(640), "640 B");
+  EXPECT_EQ(format_size(int64_t{8} << 30), "8.00 GiB");
+  EXPECT_EQ(format_size(int64_t{512} << 20), "512.0 MiB");
+  EXPECT_EQ(format_size(1536), "1.5 KiB");
+}
+
+TEST(MemoryPlan, DefaultBudgetFromTheSystem) {
+  auto b = default_memory_budget();
+  ASSERT_TRUE(b) << "/proc/meminfo has no MemAvailable";
+  EXPECT_GT(*b, int64_t{16} << 20);
+  EXPECT_LT(*b, int64_t{1} << 50);
+}
+
+}  // namespace
+}  // namespace kvasir

@@ -1,0 +1,170 @@
+// Bearer-key auth on /v1 (401 with OpenAI's error object; /health and /metrics stay open; usage
+// accounted per key label, never the secret), overload (429 + Retry-After when the queue is
+// full) and shutdown (503 + Retry-After).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "server_test_util.h"
+
+namespace kvasir::server::testing {
+namespace {
+
+class ServerAuth : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto path = std::filesystem::temp_directory_path() /
+                ("kvasir-server-keys-" + std::to_string(::getpid()) + ".txt");
+    {
+      std::ofstream f(path);
+      f << "# keys\nsk-alpha-secret\n\nsk-beta-secret\n";
+    }
+    ServerConfig sc = test_server_config();
+    sc.api_keys = ApiKeys::load(path.string());
+    std::filesystem::remove(path);
+    srv = new TestServer(test_engine_config(), sc);
+  }
+  static void TearDownTestSuite() {
+    delete srv;
+    srv = nullptr;
+  }
+  static int port() { return srv->port; }
+  static TestServer* srv;
+};
+TestServer* ServerAuth::srv = nullptr;
+
+TEST_F(ServerAuth, KeysRequiredOnV1) {
+  const Json req{{"prompt", "Once"}, {"max_tokens", 3}};
+  HttpResult r = post(port(), "/v1/completions", req);
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.json["error"]["code"], "invalid_api_key");
+  EXPECT_TRUE(r.json["error"]["message"].is_string());
+  r = post(port(), "/v1/completions", req, {{"Authorization", "Bearer sk-wrong"}});
+  EXPECT_EQ(r.status, 401);
+  r = post(port(), "/v1/completions", req, {{"Authorization", "sk-alpha-secret"}});
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(get(port(), "/v1/models").status, 401);
+  EXPECT_EQ(post_stream(port(), "/v1/chat/completions",
+                        Json{{"messages", Json::array({{{"role", "user"}, {"content", "x"}}})},
+                             {"stream", true}})
+                .status,
+            401);
+
+  r = post(port(), "/v1/completions", req, {{"Authorization", "Bearer sk-beta-secret"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(get(port(), "/v1/models", {{"Authorization", "Bearer sk-alpha-secret"}}).status, 200);
+  // Open routes.
+  EXPECT_EQ(get(port(), "/health").status, 200);
+  HttpResult m = get(port(), "/metrics");
+  ASSERT_EQ(m.status, 200);
+  // Cost is accounted under the key's label, and no secret is ever exposed.
+  EXPECT_NE(m.body.find("kvasir_cost_usd_total{model=\"stories260K\",key=\"key2\"} "),
+            std::string::npos)
+      << m.body;
+  EXPECT_EQ(m.body.find("secret"), std::string::npos);
+  EXPECT_GT(
+      srv->server->metrics().registry().value("kvasir_cost_usd_total", {"stories260K", "key2"}), 0);
+  EXPECT_EQ(
+      srv->server->metrics().registry().value("kvasir_cost_usd_total", {"stories260K", "key1"}), 0);
+}
+
+class ServerOverload : public ::testing::Test {};
+
+TEST_F(ServerOverload, QueueFullThenShutdown) {
+  EngineConfig ec = test_engine_config();
+  ec.max_seqs = 1;
+  ServerConfig sc = test_server_config();
+  sc.max_queue = 1;
+  sc.retry_after_s = 3;
+  TestServer srv(ec, sc);
+  const Tokenizer& tok = *TestModel::get().tok;
+  // A runs, B waits (max_seqs 1): the queue (limit 1) is full.
+  const Json long_req{{"prompt", Json::array({tok.bos_id()})},
+                      {"max_tokens", 2000},
+                      {"temperature", 0},
+                      {"ignore_eos", true},
+                      {"stream", true}};
+  std::vector<StreamResult> held(2);
+  std::vector<std::thread> clients;
+  std::atomic<bool> release{false};
+  for (int i = 0; i < 2; ++i) {
+    clients.emplace_back([&, i] {
+      // Read until released, then hang up (which aborts the request).
+      StreamResult& r = held[static_cast<size_t>(i)];
+      std::string buf;
+      httplib::Client c = make_client(srv.port);
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.body = long_req.dump();
+      req.set_header("Content-Type", "application/json");
+      req.response_handler = [&](const httplib::Response& res) {
+        r.status = res.status;
+        return true;
+      };
+      req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+        buf.append(d, n);
+        parse_sse(buf, r);
+        return !release.load();
+      };
+      c.send(req);
+    });
+    const double t0 = now_seconds();
+    while (now_seconds() - t0 < 10) {
+      EngineStats s = srv.engine->stats();
+      if (s.running + s.waiting == i + 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  EngineStats s = srv.engine->stats();
+  EXPECT_EQ(s.running, 1);
+  EXPECT_EQ(s.waiting, 1);
+  HttpResult r = post(srv.port, "/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.header("Retry-After"), "3");
+  EXPECT_EQ(r.json["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(get(srv.port, "/health").status, 200);  // overloaded is not unhealthy
+
+  release = true;
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(wait_blocks_free(*srv.engine, 10));
+  EXPECT_EQ(post(srv.port, "/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 2}}).status,
+            200);
+
+  srv.server->begin_shutdown();
+  r = post(srv.port, "/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.header("Retry-After"), "3");
+  EXPECT_EQ(r.json["error"]["code"], "server_shutting_down");
+  HttpResult h = get(srv.port, "/health");
+  EXPECT_EQ(h.status, 503);
+  EXPECT_EQ(h.header("Retry-After"), "3");
+  EXPECT_EQ(get(srv.port, "/metrics").status, 200);
+}
+
+TEST_F(ServerOverload, StopAbortsRequestsInFlight) {
+  TestServer srv(test_engine_config(), test_server_config());
+  const Tokenizer& tok = *TestModel::get().tok;
+  std::thread client([&] {
+    // Non-streaming, long: stop() must not wait for it to finish.
+    post(srv.port, "/v1/completions",
+         Json{{"prompt", Json::array({tok.bos_id()})},
+              {"max_tokens", 2000},
+              {"temperature", 0},
+              {"ignore_eos", true}});
+  });
+  const double t0 = now_seconds();
+  while (srv.server->in_flight() == 0 && now_seconds() - t0 < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(srv.server->in_flight(), 1);
+  const double t1 = now_seconds();
+  srv.server->stop();
+  EXPECT_LT(now_seconds() - t1, 5.0);
+  client.join();
+  EXPECT_TRUE(wait_blocks_free(*srv.engine, 10));
+}
+
+}  // namespace
+}  // namespace kvasir::server::testing
