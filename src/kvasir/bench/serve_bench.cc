@@ -168,6 +168,7 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
   std::vector<Outcome> outs(jobs.size());
   const double t0 = now_seconds();
   std::vector<std::thread> threads;
+  std::atomic<size_t> next{0};  // fixed concurrency: the next job to send (outlives the threads)
   if (opt.rate > 0) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const double wait = jobs[i].send_at - (now_seconds() - t0);
@@ -175,7 +176,6 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
       threads.emplace_back([&, i] { outs[i] = one_request(opt, model, jobs[i]); });
     }
   } else {
-    std::atomic<size_t> next{0};
     for (int c = 0; c < opt.concurrency; ++c)
       threads.emplace_back([&] {
         for (size_t i; (i = next.fetch_add(1)) < jobs.size();)
