@@ -47,7 +47,7 @@ Runner add_plan(CLI::App& app) {
     if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
       fail("--kv-dtype: expected f16 or f32, got '{}'", o->kv_dtype);
     opt.kv_type = *kvt;
-    auto model = Model::load(o->model);
+    auto model = Model::load(o->model, Model::LoadOptions{.pack = false});
     if (opt.ctx > model->config().ctx_train && model->config().ctx_train > 0)
       fmt::print(stderr, "warning: --ctx {} is beyond the model's training context of {} tokens\n",
                  opt.ctx, model->config().ctx_train);

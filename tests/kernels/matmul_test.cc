@@ -66,8 +66,8 @@ std::vector<std::string> targets_to_test() {
 // Float-family weights vs a double-precision dot of the same (exactly dequantized) weights.
 // Any summation order of K float products has error <= K * u * sum|w_k x_k| (u = 2^-24: each
 // partial sum is rounded once and is part of at most K additions; FMA rounds the product
-// together with the add, never more). The kernel's depth is much smaller (K/lanes + log2(lanes)
-// + tail), so K * u is a safe, order-independent bound; a missing or doubled term is far larger.
+// together with the add, never more). The kernel accumulates sequentially (depth K), which this
+// order-independent bound covers; a missing or doubled term is far larger.
 void check_float_family(DType t, int64_t rows, int64_t cols, int64_t n_tokens, ThreadPool& pool) {
   const Weights w = make_weights(t, rows, cols, 11);
   const std::vector<float> x = random_floats(n_tokens * cols, 12);
@@ -90,9 +90,9 @@ void check_float_family(DType t, int64_t rows, int64_t cols, int64_t n_tokens, T
 // Quantized weights, two references:
 //  (1) exact: sum over blocks of d_w * d_x * sum(q_w * q_x), with x quantized by the reference
 //      Q8_0 quantizer (integer part exact, computed in double). The kernel rounds d_w * d_x once
-//      (u), converts exact integer partials (|p| < 2^24, exact), and accumulates nb block terms
-//      per lane then 3 levels of horizontal adds: error <= (nb + 5) * u * sum_b |d_w d_x| *
-//      sum_j |q_w q_x|.
+//      (u), converts the exact integer block sums (|isum| < 2^24, exact) and accumulates nb block
+//      terms with FMAs: error <= (nb + 5) * u * sum_b |d_w d_x| * sum_j |q_w q_x| (generous:
+//      nb + 1 roundings at most).
 //  (2) against the double dot of dequantized W with the unquantized float x: the activation
 //      quantization error dominates: |x - d_x q_x| <= 0.5625 d_x (half a step plus fp16 rounding
 //      of the scale, 127 * 2^-11 d_x; see quantize_test), so the bound is
@@ -164,6 +164,108 @@ TEST_P(PerTarget, MatchesScalarReference) {
     } else {
       for (const Shape& s : shapes_f) check_float_family(t, s.rows, s.cols, s.n_tokens, pool);
     }
+  }
+}
+
+// ---- the arithmetic contract (matmul.h), bit for bit ----
+
+// The scalar loop of matmul.h's contract, over the ggml row layout (independent of the packing):
+// every target, tile and thread count must produce exactly these bits.
+std::vector<float> contract_reference(const Weights& w, const std::vector<float>& x,
+                                      int64_t n_tokens) {
+  const int64_t rows = w.rows, cols = w.cols;
+  std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+  if (!is_quant(w.type)) {
+    std::vector<float> wr(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(w.matrix(), r, wr.data());  // exact for F32, F16 and BF16
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < cols; ++k) acc = std::fma(wr[k], x[t * cols + k], acc);
+        y[t * rows + r] = acc;
+      }
+    }
+    return y;
+  }
+  const int64_t nb = cols / 32;
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = w.bytes.data() + static_cast<size_t>(r) * row_bytes(w.type, cols);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t isum = 0;
+        uint16_t d;
+        for (int j = 0; j < 32; ++j) {
+          int32_t q;
+          if (w.type == DType::Q8_0) {
+            const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+            q = blk->qs[j];
+            d = blk->d;
+          } else {
+            const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+            q = (j < 16 ? (blk->qs[j] & 0x0f) : (blk->qs[j - 16] >> 4)) - 8;
+            d = blk->d;
+          }
+          isum += q * xq[t * nb + b].qs[j];
+        }
+        const float s = fp16_to_fp32(d) * fp16_to_fp32(xq[t * nb + b].d);
+        acc = std::fma(s, static_cast<float>(isum), acc);
+      }
+      y[t * rows + r] = acc;
+    }
+  }
+  return y;
+}
+
+TEST_P(PerTarget, BitIdenticalToTheContractLoop) {
+  ThreadPool pool(3);
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  // Rows leaving partial panels and odd panel counts; token counts covering every tile width
+  // (1..6) and their tails; float columns that are no multiple of anything.
+  const Shape shapes_f[] = {{37, 77, 1}, {70, 33, 13}, {300, 160, 7}, {8, 5, 6}, {3, 1, 2}};
+  const Shape shapes_q[] = {{37, 96, 1}, {70, 64, 13}, {300, 544, 7}, {8, 32, 4}, {3, 32, 5}};
+  for (DType t : kAllTypes) {
+    for (const Shape& s : is_quant(t) ? shapes_q : shapes_f) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" +
+                   std::to_string(s.cols) + " tokens=" + std::to_string(s.n_tokens));
+      const Weights w = make_weights(t, s.rows, s.cols, 101);
+      const std::vector<float> x = random_floats(s.n_tokens * s.cols, 102);
+      const std::vector<float> want = contract_reference(w, x, s.n_tokens);
+      const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    }
+  }
+}
+
+// A weight code of -128 (valid Q8_0, though ggml's quantizer never writes it) and extreme
+// activations: the integer dot products must neither saturate nor overflow.
+TEST_P(PerTarget, ExtremeCodesDoNotSaturate) {
+  ThreadPool pool(1);
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    Weights w = make_weights(t, 16, 64, 111);
+    for (int64_t r = 0; r < w.rows; ++r) {
+      auto* row = w.bytes.data() + static_cast<size_t>(r) * row_bytes(t, w.cols);
+      for (int b = 0; b < 2; ++b) {
+        if (t == DType::Q8_0) {
+          auto* blk = reinterpret_cast<BlockQ8_0*>(row) + b;
+          for (int j = 0; j < 32; ++j) blk->qs[j] = static_cast<int8_t>(r % 2 ? -128 : 127);
+        } else {
+          auto* blk = reinterpret_cast<BlockQ4_0*>(row) + b;
+          for (int j = 0; j < 16; ++j) blk->qs[j] = r % 2 ? 0x00 : 0xff;  // codes -8 or +7
+        }
+      }
+    }
+    // Activations that quantize to +-127 everywhere, with both signs.
+    std::vector<float> x(2 * 64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 64 == 0) ? 1.0f : -1.0f;
+    const std::vector<float> want = contract_reference(w, x, 2);
+    const std::vector<float> got = run_matmul(w, x.data(), 2, pool);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+        << dtype_name(t);
   }
 }
 
@@ -263,7 +365,12 @@ TEST(Activations, QuantizationMatchesReferenceQuantizer) {
     std::vector<BlockQ8_0> ref(static_cast<size_t>(n * cols / 32));
     quantize_row(DType::Q8_0, x.data(), ref.data(), n * cols);
     ASSERT_EQ(std::memcmp(a.q8(), ref.data(), ref.size() * sizeof(BlockQ8_0)), 0) << target;
-    for (size_t b = 0; b < ref.size(); ++b) ASSERT_EQ(a.q8_scales()[b], fp16_to_fp32(ref[b].d));
+    for (size_t b = 0; b < ref.size(); ++b) {
+      ASSERT_EQ(a.q8_scales()[b], fp16_to_fp32(ref[b].d));
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) sum += ref[b].qs[j];
+      ASSERT_EQ(a.q8_sums()[b], sum) << "block " << b;
+    }
     EXPECT_EQ(a.n_tokens(), n);
     EXPECT_EQ(a.prepared_for(), DType::Q4_0);
   }

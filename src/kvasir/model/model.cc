@@ -19,14 +19,18 @@ bool is_matmul_type(DType t) {
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
+  return load(path, LoadOptions{});
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::make_unique<gguf::GGUFFile>(path);
   m->config_ = read_model_config(*m->file_);
-  m->bind_weights();
+  m->bind_weights(options.pack);
   return m;
 }
 
-void Model::bind_weights() {
+void Model::bind_weights(bool pack) {
   const gguf::GGUFFile& f = *file_;
   ModelConfig& c = config_;
 
@@ -46,6 +50,13 @@ void Model::bind_weights() {
            f.path(), name, dtype_name(t.type));
     return cpu::Matrix{t.type, rows, cols, t.data};
   };
+  std::unique_ptr<ThreadPool> pool;
+  if (pack) pool = std::make_unique<ThreadPool>(0);
+  auto packed = [&](const std::string& name, int64_t cols, int64_t rows) {
+    const cpu::Matrix m = matrix(name, cols, rows);
+    if (!pack) return cpu::PackedMatrix();
+    return cpu::PackedMatrix(m, *pool);
+  };
   auto vec = [&](const std::string& name, int64_t n) -> const float* {
     const gguf::TensorInfo& t = f.tensor(name);
     if (t.n_elements() != n || t.shape[0] != n)
@@ -63,10 +74,11 @@ void Model::bind_weights() {
          shape_str(emb.shape), c.dim);
   c.n_vocab = static_cast<int>(emb.shape[1]);
   tok_embd_ = matrix("token_embd.weight", c.dim, c.n_vocab);
-  if (f.find_tensor("output.weight")) {
-    output_ = matrix("output.weight", c.dim, c.n_vocab);
-  } else {
-    output_ = tok_embd_;  // tied embeddings
+  tied_output_ = f.find_tensor("output.weight") == nullptr;
+  if (!tied_output_) {
+    output_ = packed("output.weight", c.dim, c.n_vocab);
+  } else if (pack) {
+    output_ = cpu::PackedMatrix(tok_embd_, *pool);  // tied embeddings: a packed copy
   }
   output_norm_ = vec("output_norm.weight", c.dim);
 
@@ -75,20 +87,21 @@ void Model::bind_weights() {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = layers_[static_cast<size_t>(l)];
     L.attn_norm = vec(p + "attn_norm.weight", c.dim);
-    L.wq = matrix(p + "attn_q.weight", c.dim, c.q_dim());
-    L.wk = matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-    L.wv = matrix(p + "attn_v.weight", c.dim, c.kv_dim());
-    L.wo = matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    L.wq = packed(p + "attn_q.weight", c.dim, c.q_dim());
+    L.wk = packed(p + "attn_k.weight", c.dim, c.kv_dim());
+    L.wv = packed(p + "attn_v.weight", c.dim, c.kv_dim());
+    L.wo = packed(p + "attn_output.weight", c.q_dim(), c.dim);
     if (c.qkv_bias) {
       L.bq = vec(p + "attn_q.bias", c.q_dim());
       L.bk = vec(p + "attn_k.bias", c.kv_dim());
       L.bv = vec(p + "attn_v.bias", c.kv_dim());
     }
     L.ffn_norm = vec(p + "ffn_norm.weight", c.dim);
-    L.w_gate = matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-    L.w_up = matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
-    L.w_down = matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+    L.w_gate = packed(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    L.w_up = packed(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    L.w_down = packed(p + "ffn_down.weight", c.ffn_dim, c.dim);
   }
+  weight_type_ = c.n_layers > 0 ? f.tensor("blk.0.ffn_down.weight").type : tok_embd_.type;
 
   inv_freq_ = rope_inv_freq(c);
   if (f.find_tensor("rope_freqs.weight")) {  // llama3-style per-frequency divisors
@@ -100,6 +113,7 @@ void Model::bind_weights() {
 size_t Model::weight_bytes() const {
   size_t total = 0;
   for (const auto& t : file_->tensors()) total += t.nbytes;
+  if (tied_output_) total += cpu::packed_bytes(tok_embd_.type, tok_embd_.rows, tok_embd_.cols);
   return total;
 }
 
@@ -135,6 +149,7 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
   const int64_t n = b.n_tokens();
   const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
   if (n == 0) return;
+  if (output_.empty()) fail("forward: the model was loaded without packed weights");
   ensure_scratch(n, n_out);
   for (int64_t t = 0; t < n; ++t) {
     int32_t tok = b.tokens[static_cast<size_t>(t)];
@@ -158,11 +173,11 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
 
     // Attention block.
     cpu::rms_norm(x_.data(), L.attn_norm, h_.data(), n, c.dim, c.rms_eps);
-    act_.prepare(h_.data(), n, c.dim, L.wq.type, pool);
+    act_.prepare(h_.data(), n, c.dim, L.wq.type(), pool);
     cpu::matmul(L.wq, act_, q_.data(), pool);
-    if (L.wk.type != L.wq.type) act_.prepare(h_.data(), n, c.dim, L.wk.type, pool);
+    if (L.wk.type() != L.wq.type()) act_.prepare(h_.data(), n, c.dim, L.wk.type(), pool);
     cpu::matmul(L.wk, act_, k_.data(), pool);
-    if (L.wv.type != L.wk.type) act_.prepare(h_.data(), n, c.dim, L.wv.type, pool);
+    if (L.wv.type() != L.wk.type()) act_.prepare(h_.data(), n, c.dim, L.wv.type(), pool);
     cpu::matmul(L.wv, act_, v_.data(), pool);
     if (L.bq) {
       for (int64_t t = 0; t < n; ++t) {
@@ -177,18 +192,18 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
               inv_freq_.data(), c.rope_neox);
     cpu::kv_write(kvl, k_.data(), v_.data(), b.slots.data(), n);
     cpu::attention(kvl, aa, pool);
-    act_.prepare(att_.data(), n, c.q_dim(), L.wo.type, pool);
+    act_.prepare(att_.data(), n, c.q_dim(), L.wo.type(), pool);
     cpu::matmul(L.wo, act_, h_.data(), pool);
     cpu::add(x_.data(), h_.data(), n * c.dim);
 
     // Feed-forward block (SwiGLU).
     cpu::rms_norm(x_.data(), L.ffn_norm, h_.data(), n, c.dim, c.rms_eps);
-    act_.prepare(h_.data(), n, c.dim, L.w_gate.type, pool);
+    act_.prepare(h_.data(), n, c.dim, L.w_gate.type(), pool);
     cpu::matmul(L.w_gate, act_, gate_.data(), pool);
-    if (L.w_up.type != L.w_gate.type) act_.prepare(h_.data(), n, c.dim, L.w_up.type, pool);
+    if (L.w_up.type() != L.w_gate.type()) act_.prepare(h_.data(), n, c.dim, L.w_up.type(), pool);
     cpu::matmul(L.w_up, act_, up_.data(), pool);
     cpu::swiglu(gate_.data(), up_.data(), gate_.data(), n * c.ffn_dim);
-    act_.prepare(gate_.data(), n, c.ffn_dim, L.w_down.type, pool);
+    act_.prepare(gate_.data(), n, c.ffn_dim, L.w_down.type(), pool);
     cpu::matmul(L.w_down, act_, h_.data(), pool);
     cpu::add(x_.data(), h_.data(), n * c.dim);
   }
@@ -200,7 +215,7 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
                 sizeof(float) * static_cast<size_t>(c.dim));
   }
   cpu::rms_norm(hl_.data(), output_norm_, hl_.data(), n_out, c.dim, c.rms_eps);
-  act_.prepare(hl_.data(), n_out, c.dim, output_.type, pool);
+  act_.prepare(hl_.data(), n_out, c.dim, output_.type(), pool);
   cpu::matmul(output_, act_, logits, pool);
 }
 

@@ -13,13 +13,13 @@ namespace kvasir::cpu {
 
 namespace {
 
-// Threads own whole chunks of output rows. A chunk is a multiple of 16 rows, so within a token's
-// output row (when `rows` is a multiple of 16, as in every real model) two threads never write
-// the same 64-byte cache line.
-constexpr int64_t kRowAlign = 16;
+// Threads own whole chunks of panels. A chunk is a multiple of 2 panels (16 rows), so within a
+// token's output row (when `rows` is a multiple of 16, as in every real model) two threads never
+// write the same 64-byte cache line.
+constexpr int64_t kPanelAlign = 2;
 // GEMV chunk: small enough to balance the load, large enough to amortise taking a chunk.
-constexpr int64_t kGemvChunkRows = 64;
-// GEMM chunk: the weight rows of one chunk stay in L2 while every token tile passes over them.
+constexpr int64_t kGemvChunkPanels = 8;
+// GEMM chunk: the panels of one chunk stay in L2 while every token tile passes over them.
 constexpr size_t kGemmChunkBytes = 192 * 1024;
 // Below this many multiply-adds a matmul runs on the calling thread only (waking workers costs
 // more than the work).
@@ -31,49 +31,37 @@ bool is_quantized(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0;
 }
 
-bool is_supported(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || is_quantized(t);
-}
-
 int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
 
-int64_t chunk_rows(const Matrix& w, int64_t n_tokens, int n_threads) {
-  int64_t by_cache = kGemvChunkRows;
+int64_t chunk_panels(const PackedMatrix& w, int64_t n_tokens, int n_threads) {
+  int64_t by_cache = kGemvChunkPanels;
   if (n_tokens > 1) {
-    const auto rb = static_cast<int64_t>(row_bytes(w.type, w.cols));
+    const auto pb = static_cast<int64_t>(w.panel_bytes());
     by_cache = std::max<int64_t>(
-        kRowAlign, static_cast<int64_t>(kGemmChunkBytes) / rb / kRowAlign * kRowAlign);
+        kPanelAlign, static_cast<int64_t>(kGemmChunkBytes) / pb / kPanelAlign * kPanelAlign);
   }
   // At least ~4 chunks per thread so a thread slowed down by something else is compensated.
-  const int64_t by_balance = round_up((w.rows + 4 * n_threads - 1) / (4 * n_threads), kRowAlign);
-  return std::max(kRowAlign, std::min(by_cache, by_balance));
+  const int64_t np = w.n_panels();
+  const int64_t by_balance = round_up((np + 4 * n_threads - 1) / (4 * n_threads), kPanelAlign);
+  return std::max(kPanelAlign, std::min(by_cache, by_balance));
 }
 
-void validate(const Matrix& w, const Activations& x, const float* y) {
-  if (!is_supported(w.type)) {
-    fail("matmul: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0)",
-         dtype_name(w.type));
-  }
-  if (w.rows < 0 || w.cols <= 0) fail("matmul: invalid weight shape {} x {}", w.rows, w.cols);
-  if (w.rows > 0 && w.data == nullptr) fail("matmul: weight matrix has no data");
-  if (x.cols() != w.cols) {
+void validate(const PackedMatrix& w, const Activations& x, const float* y) {
+  if (w.rows() > 0 && w.empty()) fail("matmul: weight matrix has no data (not packed)");
+  if (x.cols() != w.cols()) {
     fail("matmul: activations have {} columns but the {} weight matrix has {} columns", x.cols(),
-         dtype_name(w.type), w.cols);
+         dtype_name(w.type()), w.cols());
   }
   if (x.n_tokens() < 0) fail("matmul: negative token count {}", x.n_tokens());
-  if (x.n_tokens() > 0 && w.rows > 0 && y == nullptr) fail("matmul: output pointer is null");
-  if (is_quantized(w.type)) {
-    if (w.cols % kQK8_0 != 0) {
-      fail("matmul: {} weight has {} columns, not a multiple of the block size {}",
-           dtype_name(w.type), w.cols, kQK8_0);
-    }
+  if (x.n_tokens() > 0 && w.rows() > 0 && y == nullptr) fail("matmul: output pointer is null");
+  if (is_quantized(w.type())) {
     if (!is_quantized(x.prepared_for())) {
       fail(
           "matmul: activations were prepared for {} but the weight is {}: call prepare with the "
           "weight's dtype so they are quantized to q8_0",
-          dtype_name(x.prepared_for()), dtype_name(w.type));
+          dtype_name(x.prepared_for()), dtype_name(w.type()));
     }
   } else if (x.n_tokens() > 0 && x.f32() == nullptr) {
     fail("matmul: activations have no data");
@@ -103,32 +91,32 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
   if (static_cast<int64_t>(q8_.size()) < nb) {
     q8_.resize(static_cast<size_t>(nb));
     q8_scale_.resize(static_cast<size_t>(nb));
+    q8_sum_.resize(static_cast<size_t>(nb));
   }
   BlockQ8_0* q = q8_.data();
   float* s = q8_scale_.data();
+  int32_t* sums = q8_sum_.data();
   if (pool.size() == 1 || nb < kMinParallelBlocks) {
-    matmul_detail::quantize_q8_0_blocks(x, q, s, 0, nb);
+    matmul_detail::quantize_q8_0_blocks(x, q, s, sums, 0, nb);
   } else {
     pool.parallel_for(nb, [&](int64_t b0, int64_t b1, int) {
-      matmul_detail::quantize_q8_0_blocks(x, q, s, b0, b1);
+      matmul_detail::quantize_q8_0_blocks(x, q, s, sums, b0, b1);
     });
   }
 }
 
-void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool) {
+void matmul(const PackedMatrix& w, const Activations& x, float* y, ThreadPool& pool) {
   validate(w, x, y);
-  const int64_t rows = w.rows;
   const int64_t n_tokens = x.n_tokens();
-  if (rows == 0 || n_tokens == 0) return;
+  const int64_t np = w.n_panels();
+  if (np == 0 || n_tokens == 0) return;
 
-  const int64_t chunk = chunk_rows(w, n_tokens, pool.size());
-  const int64_t n_chunks = (rows + chunk - 1) / chunk;
+  const int64_t chunk = chunk_panels(w, n_tokens, pool.size());
+  const int64_t n_chunks = (np + chunk - 1) / chunk;
   const bool parallel =
-      pool.size() > 1 && n_chunks > 1 && rows * w.cols * n_tokens >= kMinParallelMacs;
+      pool.size() > 1 && n_chunks > 1 && w.rows() * w.cols() * n_tokens >= kMinParallelMacs;
   if (!parallel) {
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      matmul_detail::matmul_rows(w, x, y, c * chunk, std::min(rows, (c + 1) * chunk));
-    }
+    matmul_detail::matmul_panels(w, x, y, 0, np);
     return;
   }
   // Chunks are handed out dynamically; which thread computes a row never changes its value.
@@ -137,15 +125,21 @@ void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool) {
     for (;;) {
       const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
       if (c >= n_chunks) return;
-      matmul_detail::matmul_rows(w, x, y, c * chunk, std::min(rows, (c + 1) * chunk));
+      matmul_detail::matmul_panels(w, x, y, c * chunk, std::min(np, (c + 1) * chunk));
     }
   });
 }
 
+void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool) {
+  const PackedMatrix packed(w, pool);
+  matmul(packed, x, y, pool);
+}
+
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const PackedMatrix packed(w, pool);
   Activations a;
   a.prepare(x, n_tokens, w.cols, w.type, pool);
-  matmul(w, a, y, pool);
+  matmul(packed, a, y, pool);
 }
 
 void dequantize_row(const Matrix& w, int64_t row, float* out) {

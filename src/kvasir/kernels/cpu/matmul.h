@@ -1,31 +1,39 @@
 // Matrix multiplication y = x · Wᵀ for every weight dtype, on the CPU.
 //
-// W is a weight matrix in ggml layout: `rows` output features, each a row of `cols` input features
-// stored contiguously in W's dtype (F32, F16, BF16, Q8_0, Q4_0). x holds n_tokens rows of `cols`
+// W is a weight matrix of `rows` output features by `cols` input features, in the dtype it was
+// stored in (F32, F16, BF16, Q8_0, Q4_0). It is repacked once (PackedMatrix, packed_matrix.h) into
+// panels of 8 interleaved rows, the layout the kernels stream. x holds n_tokens rows of `cols`
 // floats; y receives n_tokens rows of `rows` floats (y[t*rows + r] = dot(W[r], x[t])).
 //
-// n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill GEMM (tiled so a block of weight
-// rows is reused across many tokens from cache). For Q8_0/Q4_0 weights the activations are first
-// quantized to Q8_0 blocks (once per input, see Activations) and the dot product runs in
-// integers (AVX2 maddubs), as ggml does.
+// n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill / batched-decode GEMM (tiles of up
+// to 8 panels x 6 tokens share weight loads and activation broadcasts; threads take chunks of
+// panels that stay in L2 while every token tile passes over them). For Q8_0/Q4_0 weights the
+// activations are first quantized to Q8_0 blocks (once per input, see Activations) and the dot
+// products run in integers (AVX2 maddubs), as ggml does.
 //
-// Batch invariance: y[t][r] is bit-identical whatever n_tokens is and whichever other tokens are
-// in x. Every output element is accumulated in the same order (same lanes, same block order, same
-// final horizontal reduction) by the GEMV and GEMM paths; tiling only changes which elements are
-// computed together, never how one element is reduced.
+// The arithmetic of one output element is fixed (this is the contract every path implements, the
+// scalar fallback included, so results are bit-identical across tiles, batches, threads and SIMD
+// targets):
+//   F32/F16/BF16: acc = 0; for k = 0 .. cols-1: acc = fma(float(W[r][k]), x[t][k], acc).
+//   Q8_0/Q4_0:    acc = 0; for each 32-column block b in order:
+//                   isum = sum of the block's 32 products q_w * q_x (exact, int32);
+//                   acc = fma(fp16(d_w) * d_x, float(isum), acc)   (the product rounded once).
+// Batch invariance follows: y[t][r] depends only on W[r] and x[t].
 //
-// Threads split the output rows (in chunks that are a multiple of the cache line / interleave).
+// Threads split the output rows (in chunks that are a multiple of 16 rows: a cache line of y).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kvasir/kernels/cpu/packed_matrix.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
 
+// A weight matrix in ggml row layout (a view, e.g. into a GGUF mapping).
 struct Matrix {
   DType type = DType::F32;
   int64_t rows = 0;
@@ -45,6 +53,8 @@ class Activations {
   const BlockQ8_0* q8() const { return q8_.data(); }
   // Scale of each Q8_0 block as a float (fp16_to_fp32(q8()[i].d)), so kernels skip the conversion.
   const float* q8_scales() const { return q8_scale_.data(); }
+  // Sum of the 32 codes of each Q8_0 block (Q4_0 kernels subtract 8 x this: codes are q + 8).
+  const int32_t* q8_sums() const { return q8_sum_.data(); }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t cols() const { return cols_; }
   DType prepared_for() const { return for_type_; }
@@ -56,14 +66,16 @@ class Activations {
   DType for_type_ = DType::F32;
   std::vector<BlockQ8_0> q8_;
   std::vector<float> q8_scale_;
+  std::vector<int32_t> q8_sum_;
 };
 
-// y = x · Wᵀ. `x` must have been prepared for w.type (or a type of the same family: Q8_0 and
-// Q4_0 share the Q8_0 activation format). Throws kvasir::Error on unsupported dtype or shape
-// mismatch (checked once per call, outside the inner loops).
-void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool);
+// y = x · Wᵀ. `x` must have been prepared for w.type() (or a type of the same family: Q8_0 and
+// Q4_0 share the Q8_0 activation format). Throws kvasir::Error on a dtype or shape mismatch
+// (checked once per call, outside the inner loops).
+void matmul(const PackedMatrix& w, const Activations& x, float* y, ThreadPool& pool);
 
-// Convenience: prepares activations internally (tests, one-off calls).
+// Convenience (tests, one-off calls): packs `w` first, and prepares the activations.
+void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool);
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 // Copies row `row` of W to `out` as floats (embedding lookup for any dtype).

@@ -1,21 +1,30 @@
-// SIMD kernels of matmul.h, compiled once per Highway target (foreach_target) and chosen at run
-// time. See matmul.h for the contract; this file holds the per-target tiles:
+// SIMD kernels of matmul.h over PackedMatrix panels (packed_matrix.h), compiled once per Highway
+// target (foreach_target) and chosen at run time.
 //
-//   float-family weights (F32, F16, BF16): each output element y[t][r] has ONE vector accumulator;
-//     acc += w[k..k+N) * x[k..k+N) (fused multiply-add) for the full vectors in order, then a fixed
-//     horizontal sum (SumOfLanes), then the < N leftover columns added one by one in order.
-//   Q8_0 / Q4_0 weights against Q8_0 activations: per 32-element block an exact integer dot
-//     product, kept as 8 int32 partial sums (lane j sums elements 4j..4j+3), converted to float and
-//     accumulated as acc += (d_w * d_x) * partial (FMA), blocks in order, then a fixed horizontal
-//     sum. Targets without the AVX2 byte instructions use a scalar path (one float accumulator,
-//     acc += (d_w * d_x) * (float)isum per block).
+// Every output element y[t][r] owns one lane of one 8-lane register for its whole reduction, and
+// goes through exactly the sequence of matmul.h's contract:
+//   float-family weights: acc = 0; for k in order: acc = fma(w[r][k], x[t][k], acc).
+//   Q8_0 / Q4_0 weights (Q8_0 activations): acc = 0; for each 32-column block b in order:
+//     isum = exact integer dot of the block's codes; acc = fma(d_w * d_x, (float)isum, acc).
+// A tile computes R panels (8 rows each) x T tokens at once; the tile shape only decides which
+// elements share a weight load or an activation broadcast, never how one element is reduced,
+// which makes every row's result independent of the batch (and bit-identical to the scalar loop
+// that is the portable fallback, and to the test's reference).
 //
-// A tile computes R rows x T tokens at once, but every element goes through exactly the sequence
-// above whatever R and T are (the tile only changes which elements share loads), which is what
-// makes the result batch-invariant. Floating-point contraction is switched off for this file (GCC
-// defaults to -ffp-contract=fast even with -std=c++20): the only fused multiply-adds are the
-// explicit ones, so the compiler cannot fuse a product into a sum in one tile shape but not in
-// another.
+// Why intrinsics inside Highway's dispatch: the integer dot products need AVX2's maddubs/madd
+// (absent from Highway 1.0.3), and the panel layout fixes the vector at 8 lanes of 32 bits, which
+// is exactly one AVX2 register (AVX-512 machines run the same 256-bit code with AVX-512VL). Other
+// targets run the scalar loop, which computes the same bits.
+//
+// Integer dot products per block and 8 rows (one lane per row):
+//   Q4_0: codes n = q + 8 in 0..15 (unsigned) x activation codes y in [-127, 127] with maddubs:
+//     each int16 pair sum is at most 2 * 15 * 127 = 3810 in magnitude, so the 8 groups of a block
+//     add up in int16 without overflow (8 * 3810 = 30480 < 32767); madd with ones widens to int32,
+//     and sum((n - 8) * y) = sum(n * y) - 8 * sum(y) subtracts the activation block's code sum.
+//   Q8_0: |w| (unsigned) x (y with w's sign) with maddubs: pair sums reach 2 * 128 * 127 = 32512,
+//     so each group is widened to int32 (madd) before the groups are added. A weight code of -128
+//     reads as unsigned 128 through sign(w, w); activation codes never reach -128.
+// Floating-point contraction is off for this file: the only fused multiply-adds are explicit.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -25,17 +34,16 @@
 #include "kvasir/kernels/cpu/matmul_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "kvasir/tensor/dtype.h"
 
-// Targets: AVX3 (AVX-512 servers), AVX2, SSE4 and Highway's portable fallback (SCALAR or EMU128,
-// whichever this Highway build uses as baseline). SSSE3 adds nothing over SSE4 for us and AVX3_DL
-// (not built by default in Highway 1.0.3) would only cost compile time.
+// Targets: AVX3 (AVX-512 servers), AVX2 and Highway's portable baseline (SCALAR or EMU128).
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
 #endif
 
 #undef HWY_TARGET_INCLUDE
@@ -43,332 +51,413 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+// Register tiles are arrays indexed by compile-time loops; unless every such loop is unrolled, GCC
+// gives the arrays a stack home and stores every accumulator on every iteration.
+#ifndef KVASIR_UNROLL
+#if defined(__clang__)
+#define KVASIR_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define KVASIR_UNROLL _Pragma("GCC unroll 16")
+#endif
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace kvasir::cpu::matmul_detail {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
-#undef KVASIR_MATMUL_X86_BYTES
+#undef KVASIR_MATMUL_X86
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-#define KVASIR_MATMUL_X86_BYTES 1
+#define KVASIR_MATMUL_X86 1
 #else
-#define KVASIR_MATMUL_X86_BYTES 0
+#define KVASIR_MATMUL_X86 0
 #endif
 
-// Register tile shapes (rows x tokens). AVX3 has 32 vector registers, the others 16.
-#if HWY_TARGET == HWY_AVX3
-constexpr int kRowsF = 4, kTokensF = 4;
-constexpr int kRowsQ = 4, kTokensQ = 4;
-#else
-constexpr int kRowsF = 4, kTokensF = 2;
-constexpr int kRowsQ = 4, kTokensQ = 2;
-#endif
+constexpr int kP = static_cast<int>(kPanelRows);
 
-// ------------------------------------------------------------------------------------------------
-// Float-family weights.
+// What a tile needs to find its inputs and outputs.
+struct Job {
+  const PackedMatrix* w;
+  const Activations* x;
+  float* y;
+};
+
+// Stores the 8 lanes of panel p, token t (only the rows that exist).
+inline void StoreRows(const float* lanes, const Job& j, int64_t p, int64_t t) {
+  const int64_t rows = j.w->rows();
+  const int64_t r0 = p * kP;
+  const int64_t n = std::min<int64_t>(kP, rows - r0);
+  std::memcpy(j.y + t * rows + r0, lanes, static_cast<size_t>(n) * sizeof(float));
+}
+
+#if KVASIR_MATMUL_X86
+
+inline void Store(__m256 v, const Job& j, int64_t p, int64_t t) {
+  const int64_t rows = j.w->rows();
+  if ((p + 1) * kP <= rows) {
+    _mm256_storeu_ps(j.y + t * rows + p * kP, v);
+  } else {
+    alignas(32) float lanes[kP];
+    _mm256_store_ps(lanes, v);
+    StoreRows(lanes, j, p, t);
+  }
+}
+
+// ---- float-family weights -----------------------------------------------------------------------
 
 template <DType WT>
-struct FloatWeights;
-
+struct FloatLoad;
 template <>
-struct FloatWeights<DType::F32> {
-  using T = float;
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D df, const T* p) {
-    return hn::LoadU(df, p);
+struct FloatLoad<DType::F32> {
+  static constexpr size_t kBytes = 4;
+  static HWY_INLINE __m256 Load(const uint8_t* p) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   }
-  static float Scalar(const T* p) { return *p; }
 };
-
 template <>
-struct FloatWeights<DType::F16> {
-  using T = hwy::float16_t;
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D df, const T* p) {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, p));
+struct FloatLoad<DType::F16> {
+  static constexpr size_t kBytes = 2;
+  static HWY_INLINE __m256 Load(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static float Scalar(const T* p) {
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return fp16_to_fp32(bits);
+};
+template <>
+struct FloatLoad<DType::BF16> {
+  static constexpr size_t kBytes = 2;
+  static HWY_INLINE __m256 Load(const uint8_t* p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
 };
 
-template <>
-struct FloatWeights<DType::BF16> {
-  using T = hwy::bfloat16_t;
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D df, const T* p) {
-    const hn::Rebind<hwy::bfloat16_t, D> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, p));
-  }
-  static float Scalar(const T* p) {
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return bf16_to_fp32(bits);
-  }
-};
-
-// y[t * y_stride + r] = dot(w row r, x row t) for r < R, t < T.
+// Panels p .. p+R-1, tokens t .. t+T-1, all columns.
 template <DType WT, int R, int T>
-HWY_INLINE void TileF(const typename FloatWeights<WT>::T* w, int64_t w_stride, const float* x,
-                      int64_t x_stride, int64_t cols, float* y, int64_t y_stride) {
-  using Traits = FloatWeights<WT>;
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<decltype(df)> acc[R][T];
+HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
+  using L = FloatLoad<WT>;
+  const int64_t cols = j.w->cols();
+  const float* x = j.x->f32() + t * cols;
+  const uint8_t* w[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) w[r] = j.w->panel(p + r);
+  __m256 acc[R][T];
+  KVASIR_UNROLL
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(df);
-
-  int64_t k = 0;
-  for (; k + N <= cols; k += N) {
-    hn::Vec<decltype(df)> xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = hn::LoadU(df, x + t * x_stride + k);
-    for (int r = 0; r < R; ++r) {
-      const auto wv = Traits::Load(df, w + r * w_stride + k);
-      for (int t = 0; t < T; ++t) acc[r][t] = hn::MulAdd(wv, xv[t], acc[r][t]);
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  constexpr size_t kStep = kP * L::kBytes;
+  for (int64_t k = 0; k < cols; ++k) {
+    __m256 wv[R];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r) wv[r] = L::Load(w[r] + static_cast<size_t>(k) * kStep);
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(x + i * cols + k);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][i] = _mm256_fmadd_ps(wv[r], xb, acc[r][i]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      float s = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
-      for (int64_t kk = k; kk < cols; ++kk) {
-        const float p = Traits::Scalar(w + r * w_stride + kk) * x[t * x_stride + kk];
-        s += p;
-      }
-      y[t * y_stride + r] = s;
-    }
-  }
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 template <DType WT>
-void RowsF(const Matrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
-  using WTy = typename FloatWeights<WT>::T;
-  const auto* wd = static_cast<const WTy*>(w.data);
-  const int64_t cols = w.cols;
-  const int64_t ys = w.rows;
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokensF) {
-    const int64_t tt = std::min<int64_t>(kTokensF, n_tokens - t0);
-    const float* xt = x + t0 * cols;
-    float* yt = y + t0 * ys;
-    int64_t r = r0;
-    for (; r + kRowsF <= r1; r += kRowsF) {
-      if (tt == kTokensF) {
-        TileF<WT, kRowsF, kTokensF>(wd + r * cols, cols, xt, cols, cols, yt + r, ys);
-      } else {
-        for (int64_t t = 0; t < tt; ++t)
-          TileF<WT, kRowsF, 1>(wd + r * cols, cols, xt + t * cols, cols, cols, yt + t * ys + r, ys);
-      }
-    }
-    for (; r < r1; ++r) {
-      if (tt == kTokensF) {
-        TileF<WT, 1, kTokensF>(wd + r * cols, cols, xt, cols, cols, yt + r, ys);
-      } else {
-        for (int64_t t = 0; t < tt; ++t)
-          TileF<WT, 1, 1>(wd + r * cols, cols, xt + t * cols, cols, cols, yt + t * ys + r, ys);
-      }
-    }
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Q8_0 / Q4_0 weights against Q8_0 activations.
-
-#if KVASIR_MATMUL_X86_BYTES
-
-HWY_INLINE float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// An fp16 scale broadcast to all 8 lanes as float.
-HWY_INLINE __m256 BroadcastHalf(uint16_t h) {
-  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
-}
-
-// Exact int32 partial sums (lane j: elements 4j..4j+3) of one Q8_0 weight block times one Q8_0
-// activation block, via the sign trick: |w| (unsigned) x (y with w's sign) with maddubs. Activation
-// codes lie in [-127, 127] (see QuantizeQ8Blocks), so negating y never overflows; a weight code of
-// -128 (which ggml's quantizer never writes) still works, |-128| reading as unsigned 128, and a
-// pair sums to at most 2 * 128 * 127 < 2^15, so maddubs never saturates.
-struct Q8Weights {
-  using Block = BlockQ8_0;
-  struct Unpacked {
-    __m256i w;    // the codes
-    __m256i abs;  // |w| as unsigned bytes
-  };
-  struct TokenCtx {};
-  static HWY_INLINE Unpacked Unpack(const Block* b) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
-    return {w, _mm256_sign_epi8(w, w)};
-  }
-  static HWY_INLINE TokenCtx Prepare(__m256i) { return {}; }
-  static HWY_INLINE __m256i Dot16(const Unpacked& u, __m256i y, TokenCtx) {
-    return _mm256_maddubs_epi16(u.abs, _mm256_sign_epi8(y, u.w));
+struct FloatKernel {
+  static constexpr int kMaxT = 6;
+  // Panels per tile for T tokens: at least 8 independent accumulators (FMA latency x 2 ports),
+  // at most 12 (16 registers: accumulators + R weight vectors + one broadcast).
+  static constexpr int Rows(int T) { return T == 1 ? 8 : T == 2 ? 4 : 2; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileF<WT, R, T>(j, p, t);
   }
 };
 
-// Q4_0: the nibbles n (0..15) are used unsigned with maddubs, and 8 * (pair sums of y) is
-// subtracted: sum (n - 8) * y computed exactly (pair sums stay within int16), in the same lanes.
-struct Q4Weights {
-  using Block = BlockQ4_0;
-  struct Unpacked {
-    __m256i n;  // bytes 0..15: low nibbles (elements 0..15); 16..31: high nibbles (16..31)
-  };
-  struct TokenCtx {
-    __m256i offset;  // maddubs(8, y): 8 * (y[2i] + y[2i+1])
-  };
-  static HWY_INLINE Unpacked Unpack(const Block* b) {
-    // The 16 bytes in both halves; the upper half shifted right by 4 (one 64-bit variable shift),
-    // then the low nibble of every byte kept.
-    const __m256i raw =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs)));
-    const __m256i shifted = _mm256_srlv_epi64(raw, _mm256_set_epi64x(4, 4, 0, 0));
-    return {_mm256_and_si256(shifted, _mm256_set1_epi8(0x0f))};
-  }
-  static HWY_INLINE TokenCtx Prepare(__m256i y) {
-    return {_mm256_maddubs_epi16(_mm256_set1_epi8(8), y)};
-  }
-  static HWY_INLINE __m256i Dot16(const Unpacked& u, __m256i y, TokenCtx c) {
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(u.n, y), c.offset);
-  }
-};
+// ---- Q8_0 / Q4_0 weights ------------------------------------------------------------------------
 
-template <class WQ, int R, int T>
-HWY_INLINE void TileQ(const uint8_t* w, size_t w_stride, const BlockQ8_0* x, const float* xs,
-                      int64_t x_stride, int64_t nb, float* y, int64_t y_stride) {
-  using Block = typename WQ::Block;
-  __m256 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+HWY_INLINE __m256i Bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// acc = fma(d_w * d_x, (float)isum, acc) for the 8 lanes.
+HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(isum), acc);
+}
+
+template <int R, int T>
+HWY_INLINE void TileQ4(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const int32_t* xsum = j.x->q8_sums() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) {
+    codes[r] = W.panel(p + r);
+    scales[r] = codes[r] + W.scales_offset();
+  }
+  const __m256i mask = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][T];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i yq[T];
-    __m256 dx[T];
-    typename WQ::TokenCtx ctx[T];
-    for (int t = 0; t < T; ++t) {
-      yq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t * x_stride + b].qs));
-      dx[t] = _mm256_broadcast_ss(xs + t * x_stride + b);
-      ctx[t] = WQ::Prepare(yq[t]);
+    __m256i s16[R][T];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+    KVASIR_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      __m256i raw[R];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r)
+        raw[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 128 + v * 32));
+      KVASIR_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        __m256i n[R];
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r)
+          n[r] = half == 0 ? _mm256_and_si256(raw[r], mask)
+                           : _mm256_and_si256(_mm256_srli_epi16(raw[r], 4), mask);
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) {
+          const __m256i yb = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+          KVASIR_UNROLL
+          for (int r = 0; r < R; ++r)
+            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n[r], yb));
+        }
+      }
     }
-    for (int r = 0; r < R; ++r) {
-      const Block* blk = reinterpret_cast<const Block*>(w + r * w_stride) + b;
-      const auto u = WQ::Unpack(blk);
-      const __m256 dw = BroadcastHalf(blk->d);
-      for (int t = 0; t < T; ++t) {
-        const __m256i p32 = _mm256_madd_epi16(WQ::Dot16(u, yq[t], ctx[t]), ones);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[t]), _mm256_cvtepi32_ps(p32), acc[r][t]);
+    __m256 dw[R];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      dw[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales[r] + b * 16)));
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const __m256i off = _mm256_set1_epi32(8 * xsum[i * nb + b]);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][i], ones), off);
+        acc[r][i] = BlockFma(dw[r], xs + i * nb + b, isum, acc[r][i]);
       }
     }
   }
+  KVASIR_UNROLL
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = HorizontalSum(acc[r][t]);
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
-#else  // portable scalar path
+template <int R, int T>
+HWY_INLINE void TileQ8(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) {
+    codes[r] = W.panel(p + r);
+    scales[r] = codes[r] + W.scales_offset();
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][T];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s32[R][T];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) s32[r][i] = _mm256_setzero_si256();
+    KVASIR_UNROLL
+    for (int g = 0; g < 8; ++g) {
+      __m256i wv[R], wa[R];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        wv[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 256 + g * 32));
+        wa[r] = _mm256_sign_epi8(wv[r], wv[r]);
+      }
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) {
+        const __m256i yb = Bcast4(xq[i * nb + b].qs + g * 4);
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const __m256i p16 = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(yb, wv[r]));
+          s32[r][i] = _mm256_add_epi32(s32[r][i], _mm256_madd_epi16(p16, ones));
+        }
+      }
+    }
+    __m256 dw[R];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      dw[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales[r] + b * 16)));
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i)
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][i] = BlockFma(dw[r], xs + i * nb + b, s32[r][i], acc[r][i]);
+  }
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+}
 
-struct Q8Weights {
-  using Block = BlockQ8_0;
-  static void Unpack(const Block* b, int8_t* out) { std::memcpy(out, b->qs, kQK8_0); }
+struct Q4Kernel {
+  static constexpr int kMaxT = 4;
+  // 16 registers: R x T float accumulators + R x T int16 sums + R code vectors + a broadcast.
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileQ4<R, T>(j, p, t);
+  }
 };
 
-struct Q4Weights {
-  using Block = BlockQ4_0;
-  static void Unpack(const Block* b, int8_t* out) {
-    for (int j = 0; j < kQK4_0 / 2; ++j) {
-      out[j] = static_cast<int8_t>((b->qs[j] & 0x0f) - 8);
-      out[j + kQK4_0 / 2] = static_cast<int8_t>((b->qs[j] >> 4) - 8);
-    }
+struct Q8Kernel {
+  static constexpr int kMaxT = 4;
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileQ8<R, T>(j, p, t);
   }
 };
 
-template <class WQ, int R, int T>
-HWY_INLINE void TileQ(const uint8_t* w, size_t w_stride, const BlockQ8_0* x, const float* xs,
-                      int64_t x_stride, int64_t nb, float* y, int64_t y_stride) {
-  using Block = typename WQ::Block;
-  float acc[R][T] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int r = 0; r < R; ++r) {
-      const Block* blk = reinterpret_cast<const Block*>(w + r * w_stride) + b;
-      int8_t wq[32];
-      WQ::Unpack(blk, wq);
-      const float dw = fp16_to_fp32(blk->d);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* yq = x[t * x_stride + b].qs;
-        int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += int32_t{wq[j]} * int32_t{yq[j]};
-        const float scale = dw * xs[t * x_stride + b];
-        const float p = scale * static_cast<float>(s);
-        acc[r][t] += p;
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = acc[r][t];
+// Panels [p0, p1) for tokens [t, t + T): tiles of Rows(T) panels, then single panels.
+template <class K, int T>
+void PanelsForTokens(const Job& j, int64_t p0, int64_t p1, int64_t t) {
+  constexpr int R = K::Rows(T);
+  int64_t p = p0;
+  for (; p + R <= p1; p += R) K::template Tile<R, T>(j, p, t);
+  for (; p < p1; ++p) K::template Tile<1, T>(j, p, t);
 }
 
-#endif  // KVASIR_MATMUL_X86_BYTES
-
-template <class WQ>
-void RowsQ(const Matrix& w, const Activations& x, float* y, int64_t r0, int64_t r1) {
-  const auto* wd = static_cast<const uint8_t*>(w.data);
-  const size_t wrb = row_bytes(w.type, w.cols);
-  const int64_t nb = w.cols / kQK8_0;
-  const BlockQ8_0* xq = x.q8();
-  const float* xs = x.q8_scales();
-  const int64_t n_tokens = x.n_tokens();
-  const int64_t ys = w.rows;
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokensQ) {
-    const int64_t tt = std::min<int64_t>(kTokensQ, n_tokens - t0);
-    const BlockQ8_0* xt = xq + t0 * nb;
-    const float* st = xs + t0 * nb;
-    float* yt = y + t0 * ys;
-    int64_t r = r0;
-    for (; r + kRowsQ <= r1; r += kRowsQ) {
-      const uint8_t* wr = wd + static_cast<size_t>(r) * wrb;
-      if (tt == kTokensQ) {
-        TileQ<WQ, kRowsQ, kTokensQ>(wr, wrb, xt, st, nb, nb, yt + r, ys);
-      } else {
-        for (int64_t t = 0; t < tt; ++t)
-          TileQ<WQ, kRowsQ, 1>(wr, wrb, xt + t * nb, st + t * nb, nb, nb, yt + t * ys + r, ys);
-      }
-    }
-    for (; r < r1; ++r) {
-      const uint8_t* wr = wd + static_cast<size_t>(r) * wrb;
-      if (tt == kTokensQ) {
-        TileQ<WQ, 1, kTokensQ>(wr, wrb, xt, st, nb, nb, yt + r, ys);
-      } else {
-        for (int64_t t = 0; t < tt; ++t)
-          TileQ<WQ, 1, 1>(wr, wrb, xt + t * nb, st + t * nb, nb, nb, yt + t * ys + r, ys);
-      }
-    }
+template <class K>
+void Panels(const Job& j, int64_t p0, int64_t p1) {
+  const int64_t n = j.x->n_tokens();
+  int64_t t = 0;
+  for (; t + K::kMaxT <= n; t += K::kMaxT) PanelsForTokens<K, K::kMaxT>(j, p0, p1, t);
+  switch (n - t) {  // the tail: fewer tokens than a full tile
+    case 0:
+      break;
+    case 1:
+      PanelsForTokens<K, 1>(j, p0, p1, t);
+      break;
+    case 2:
+      PanelsForTokens<K, 2>(j, p0, p1, t);
+      break;
+    case 3:
+      if constexpr (K::kMaxT > 3) PanelsForTokens<K, 3>(j, p0, p1, t);
+      break;
+    case 4:
+      if constexpr (K::kMaxT > 4) PanelsForTokens<K, 4>(j, p0, p1, t);
+      break;
+    case 5:
+      if constexpr (K::kMaxT > 5) PanelsForTokens<K, 5>(j, p0, p1, t);
+      break;
+    default:
+      break;
   }
 }
 
-void MatmulRows(const Matrix& w, const Activations& x, float* y, int64_t r0, int64_t r1) {
-  switch (w.type) {
+void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1) {
+  const Job j{&w, &x, y};
+  switch (w.type()) {
     case DType::F32:
-      return RowsF<DType::F32>(w, x.f32(), x.n_tokens(), y, r0, r1);
+      return Panels<FloatKernel<DType::F32>>(j, p0, p1);
     case DType::F16:
-      return RowsF<DType::F16>(w, x.f32(), x.n_tokens(), y, r0, r1);
+      return Panels<FloatKernel<DType::F16>>(j, p0, p1);
     case DType::BF16:
-      return RowsF<DType::BF16>(w, x.f32(), x.n_tokens(), y, r0, r1);
+      return Panels<FloatKernel<DType::BF16>>(j, p0, p1);
     case DType::Q8_0:
-      return RowsQ<Q8Weights>(w, x, y, r0, r1);
+      return Panels<Q8Kernel>(j, p0, p1);
     case DType::Q4_0:
-      return RowsQ<Q4Weights>(w, x, y, r0, r1);
+      return Panels<Q4Kernel>(j, p0, p1);
     default:
       return;  // rejected by the caller
   }
 }
 
+#else  // portable scalar path: the same operations, one lane at a time
+
+float WeightAt(DType t, const uint8_t* panel, int64_t k, int lane) {
+  const size_t i = static_cast<size_t>(k) * kP + static_cast<size_t>(lane);
+  uint16_t h;
+  switch (t) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, panel + i * 4, 4);
+      return f;
+    }
+    case DType::F16:
+      std::memcpy(&h, panel + i * 2, 2);
+      return fp16_to_fp32(h);
+    default:
+      std::memcpy(&h, panel + i * 2, 2);
+      return bf16_to_fp32(h);
+  }
+}
+
+void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1) {
+  const Job j{&w, &x, y};
+  const int64_t n = x.n_tokens();
+  const int64_t cols = w.cols();
+  const DType type = w.type();
+  const int64_t nb = cols / kQK8_0;
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* panel = w.panel(p);
+    for (int64_t t = 0; t < n; ++t) {
+      float lanes[kP];
+      for (int lane = 0; lane < kP; ++lane) {
+        float acc = 0.0f;
+        if (type == DType::F32 || type == DType::F16 || type == DType::BF16) {
+          const float* xt = x.f32() + t * cols;
+          for (int64_t k = 0; k < cols; ++k) acc = std::fma(WeightAt(type, panel, k, lane), xt[k], acc);
+        } else {
+          for (int64_t b = 0; b < nb; ++b) {
+            const BlockQ8_0& xb = x.q8()[t * nb + b];
+            int32_t isum = 0;
+            for (int c = 0; c < 32; ++c) {
+              int32_t code;
+              if (type == DType::Q8_0) {
+                code = static_cast<int8_t>(panel[b * 256 + (c / 4) * 32 + lane * 4 + c % 4]);
+              } else {
+                const int v = (c % 16) / 4;
+                const uint8_t byte = panel[b * 128 + v * 32 + lane * 4 + c % 4];
+                code = (c < 16 ? (byte & 0x0f) : (byte >> 4)) - 8;
+              }
+              isum += code * int32_t{xb.qs[c]};
+            }
+            uint16_t dh;
+            std::memcpy(&dh, panel + w.scales_offset() + (b * kP + lane) * 2, 2);
+            const float s = fp16_to_fp32(dh) * x.q8_scales()[t * nb + b];
+            acc = std::fma(s, static_cast<float>(isum), acc);
+          }
+        }
+        lanes[lane] = acc;
+      }
+      StoreRows(lanes, j, p, t);
+    }
+  }
+}
+
+#endif  // KVASIR_MATMUL_X86
+
 // ------------------------------------------------------------------------------------------------
 // Activation quantization, bit-identical to kvasir::quantize_block_q8_0 for finite input.
 
-void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int64_t b0, int64_t b1) {
+void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
+                      int64_t b1) {
+  namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
@@ -388,6 +477,7 @@ void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int64_t b0, i
     q[b].d = fp32_to_fp16(d);
     scales[b] = fp16_to_fp32(q[b].d);
     const auto vid = hn::Set(df, id);
+    auto isum = hn::Zero(di);
     for (int64_t j = 0; j < kBlock; j += N) {
       const auto s = hn::Mul(hn::LoadU(df, v + j), vid);
       // roundf (ties away from zero): truncate, then step away from zero when the dropped
@@ -396,8 +486,11 @@ void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int64_t b0, i
       const auto frac = hn::Abs(hn::Sub(s, r));
       r = hn::Add(r, hn::IfThenElseZero(frac >= half, hn::CopySignToAbs(one, s)));
       r = hn::Min(hn::Max(r, lo), hi);
-      hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, r)), d8, q[b].qs + j);
+      const auto ri = hn::ConvertTo(di, r);
+      isum = hn::Add(isum, ri);
+      hn::StoreU(hn::DemoteTo(d8, ri), d8, q[b].qs + j);
     }
+    sums[b] = hn::GetLane(hn::SumOfLanes(di, isum));
   }
 }
 
@@ -412,16 +505,17 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kvasir::cpu::matmul_detail {
 
-HWY_EXPORT(MatmulRows);
+HWY_EXPORT(MatmulPanels);
 HWY_EXPORT(QuantizeQ8Blocks);
 HWY_EXPORT(TargetName);
 
-void matmul_rows(const Matrix& w, const Activations& x, float* y, int64_t r0, int64_t r1) {
-  HWY_DYNAMIC_DISPATCH(MatmulRows)(w, x, y, r0, r1);
+void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1) {
+  HWY_DYNAMIC_DISPATCH(MatmulPanels)(w, x, y, p0, p1);
 }
 
-void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int64_t b0, int64_t b1) {
-  HWY_DYNAMIC_DISPATCH(QuantizeQ8Blocks)(x, q, scales, b0, b1);
+void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
+                          int64_t b1) {
+  HWY_DYNAMIC_DISPATCH(QuantizeQ8Blocks)(x, q, scales, sums, b0, b1);
 }
 
 const char* chosen_target_name() {

@@ -11,12 +11,14 @@
 
 namespace kvasir::cpu::matmul_detail {
 
-// y[t * w.rows + r] for every token t of x and every row r in [r0, r1).
-void matmul_rows(const Matrix& w, const Activations& x, float* y, int64_t r0, int64_t r1);
+// y[t * w.rows() + r] for every token t of x and every row r of panels [p0, p1).
+void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1);
 
 // Quantizes 32-float blocks [b0, b1) of x to Q8_0 exactly as kvasir::quantize_block_q8_0 does,
-// also storing each block's scale as a float (scales[b] == fp16_to_fp32(q[b].d)).
-void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int64_t b0, int64_t b1);
+// also storing each block's scale as a float (scales[b] == fp16_to_fp32(q[b].d)) and the sum of
+// its 32 codes (sums[b]).
+void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
+                          int64_t b1);
 
 const char* chosen_target_name();
 std::vector<std::string> runnable_target_names();

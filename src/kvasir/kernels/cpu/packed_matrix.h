@@ -1,0 +1,74 @@
+// PackedMatrix: a weight matrix repacked once, at load time, into the layout the matmul kernels
+// stream (matmul.h). GGUF stores a matrix row by row; the kernels instead want the rows of a
+// *panel* of kPanelRows = 8 consecutive output rows interleaved, so that one SIMD register holds
+// the same input position of 8 rows and one activation value (or one 4-byte group of activation
+// codes) feeds all 8 rows with a single broadcast. Each output element then owns one SIMD lane
+// for its whole reduction: no horizontal sums, and the reduction order of an element is the plain
+// sequential order a scalar loop would use (see matmul.h), whatever the tile shape.
+//
+// Layout (panel p holds rows 8p .. 8p+7; the last panel is zero-padded; every panel starts on a
+// 64-byte boundary, panel_bytes() apart):
+//   F32 / F16 / BF16: cols x 8 elements of the weight dtype, k-major: element (r, k) is at index
+//     k * 8 + r % 8 of its panel.
+//   Q8_0: for each 32-column block b: 8 groups g (columns 32b + 4g .. 32b + 4g + 3) of 32 bytes,
+//     bytes 4j .. 4j+3 of a group = the four int8 codes of row 8p + j; all blocks' codes first
+//     (nb x 256 bytes), then the fp16 scales, 8 per block (row order).
+//   Q4_0: for each block b: 4 vectors v of 32 bytes, bytes 4j .. 4j+3 of vector v = bytes
+//     4v .. 4v+3 of row 8p + j's ggml block (low nibbles: columns 32b + 4v + i, high nibbles:
+//     columns 32b + 16 + 4v + i, each code q + 8 in 0..15 as in ggml); codes first (nb x 128
+//     bytes), then the fp16 scales, 8 per block.
+// The codes and scales are copied bit for bit: packing loses nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <hwy/aligned_allocator.h>
+
+#include "kvasir/tensor/dtype.h"
+#include "kvasir/util/thread_pool.h"
+
+namespace kvasir::cpu {
+
+struct Matrix;
+
+constexpr int64_t kPanelRows = 8;
+
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  // Repacks `w` (ggml row layout; F32, F16, BF16, Q8_0 or Q4_0). The copy runs on `pool`.
+  // Throws kvasir::Error for an unsupported dtype or a shape the dtype cannot have.
+  PackedMatrix(const Matrix& w, ThreadPool& pool);
+  PackedMatrix(PackedMatrix&&) noexcept = default;
+  PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
+
+  DType type() const { return type_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  int64_t n_panels() const { return (rows_ + kPanelRows - 1) / kPanelRows; }
+  size_t panel_bytes() const { return panel_bytes_; }
+  const uint8_t* panel(int64_t p) const { return data_.get() + static_cast<size_t>(p) * panel_bytes_; }
+  const uint8_t* data() const { return data_.get(); }
+  size_t bytes() const { return static_cast<size_t>(n_panels()) * panel_bytes_; }
+  bool empty() const { return data_ == nullptr; }
+
+  // Offset of the fp16 scales inside a quantized panel (after every block's codes).
+  size_t scales_offset() const { return scales_offset_; }
+  // Bytes of codes per block and panel: 256 (Q8_0) or 128 (Q4_0).
+  size_t block_code_bytes() const { return block_code_bytes_; }
+
+ private:
+  DType type_ = DType::F32;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  size_t panel_bytes_ = 0;
+  size_t scales_offset_ = 0;
+  size_t block_code_bytes_ = 0;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> data_;
+};
+
+// Bytes a packed copy of a rows x cols matrix of dtype t takes (for memory planning).
+size_t packed_bytes(DType t, int64_t rows, int64_t cols);
+
+}  // namespace kvasir::cpu
