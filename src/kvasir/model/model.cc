@@ -11,6 +11,12 @@ namespace kvasir {
 
 namespace {
 
+// Q8_0 and Q4_0 read Q8_0-quantized activations; the float types read the floats.
+bool same_activation_format(DType a, DType b) {
+  auto quant = [](DType t) { return t == DType::Q8_0 || t == DType::Q4_0; };
+  return quant(a) == quant(b);
+}
+
 bool is_matmul_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
          t == DType::Q4_0;
@@ -144,6 +150,23 @@ void Model::ensure_scratch(int64_t n, int64_t n_logits) {
     hl_.resize(static_cast<size_t>(n_logits * c.dim));
 }
 
+// Multiplies the same input by several matrices: one parallel region when they share an
+// activation format (the usual case), else one matmul each.
+void Model::project(const float* in, int64_t n, int64_t cols,
+                    std::span<const cpu::MatmulOutput> outs, ThreadPool& pool) {
+  bool same = true;
+  for (const auto& o : outs) same = same && same_activation_format(o.w->type(), outs[0].w->type());
+  if (same) {
+    act_.prepare(in, n, cols, outs[0].w->type(), pool);
+    cpu::matmul(outs, act_, pool);
+    return;
+  }
+  for (const auto& o : outs) {
+    act_.prepare(in, n, cols, o.w->type(), pool);
+    cpu::matmul(*o.w, act_, o.y, pool);
+  }
+}
+
 void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t n = b.n_tokens();
@@ -173,12 +196,8 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
 
     // Attention block.
     cpu::rms_norm(x_.data(), L.attn_norm, h_.data(), n, c.dim, c.rms_eps);
-    act_.prepare(h_.data(), n, c.dim, L.wq.type(), pool);
-    cpu::matmul(L.wq, act_, q_.data(), pool);
-    if (L.wk.type() != L.wq.type()) act_.prepare(h_.data(), n, c.dim, L.wk.type(), pool);
-    cpu::matmul(L.wk, act_, k_.data(), pool);
-    if (L.wv.type() != L.wk.type()) act_.prepare(h_.data(), n, c.dim, L.wv.type(), pool);
-    cpu::matmul(L.wv, act_, v_.data(), pool);
+    const cpu::MatmulOutput qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+    project(h_.data(), n, c.dim, qkv, pool);
     if (L.bq) {
       for (int64_t t = 0; t < n; ++t) {
         cpu::add(&q_[static_cast<size_t>(t * c.q_dim())], L.bq, c.q_dim());
@@ -198,10 +217,8 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
 
     // Feed-forward block (SwiGLU).
     cpu::rms_norm(x_.data(), L.ffn_norm, h_.data(), n, c.dim, c.rms_eps);
-    act_.prepare(h_.data(), n, c.dim, L.w_gate.type(), pool);
-    cpu::matmul(L.w_gate, act_, gate_.data(), pool);
-    if (L.w_up.type() != L.w_gate.type()) act_.prepare(h_.data(), n, c.dim, L.w_up.type(), pool);
-    cpu::matmul(L.w_up, act_, up_.data(), pool);
+    const cpu::MatmulOutput gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
+    project(h_.data(), n, c.dim, gate_up, pool);
     cpu::swiglu(gate_.data(), up_.data(), gate_.data(), n * c.ffn_dim);
     act_.prepare(gate_.data(), n, c.ffn_dim, L.w_down.type(), pool);
     cpu::matmul(L.w_down, act_, h_.data(), pool);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,8 @@ class Model {
   Model() = default;
   void bind_weights(bool pack);
   void ensure_scratch(int64_t n_tokens, int64_t n_logits);
+  void project(const float* in, int64_t n, int64_t cols, std::span<const cpu::MatmulOutput> outs,
+               ThreadPool& pool);
 
   std::unique_ptr<gguf::GGUFFile> file_;
   ModelConfig config_;

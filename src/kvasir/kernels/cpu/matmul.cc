@@ -106,17 +106,38 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
 }
 
 void matmul(const PackedMatrix& w, const Activations& x, float* y, ThreadPool& pool) {
-  validate(w, x, y);
-  const int64_t n_tokens = x.n_tokens();
-  const int64_t np = w.n_panels();
-  if (np == 0 || n_tokens == 0) return;
+  const MatmulOutput one{&w, y};
+  matmul(std::span<const MatmulOutput>(&one, 1), x, pool);
+}
 
-  const int64_t chunk = chunk_panels(w, n_tokens, pool.size());
-  const int64_t n_chunks = (np + chunk - 1) / chunk;
-  const bool parallel =
-      pool.size() > 1 && n_chunks > 1 && w.rows() * w.cols() * n_tokens >= kMinParallelMacs;
-  if (!parallel) {
-    matmul_detail::matmul_panels(w, x, y, 0, np);
+void matmul(std::span<const MatmulOutput> outs, const Activations& x, ThreadPool& pool) {
+  constexpr size_t kMaxOutputs = 8;
+  if (outs.size() > kMaxOutputs)
+    fail("matmul: {} outputs in one call (at most {})", outs.size(), kMaxOutputs);
+  const int64_t n_tokens = x.n_tokens();
+  // Chunks of every matrix, numbered consecutively: matrix m owns [first[m], first[m + 1]).
+  int64_t chunk[kMaxOutputs], first[kMaxOutputs + 1];
+  first[0] = 0;
+  int64_t macs = 0;
+  for (size_t m = 0; m < outs.size(); ++m) {
+    const PackedMatrix& w = *outs[m].w;
+    validate(w, x, outs[m].y);
+    chunk[m] = chunk_panels(w, n_tokens, pool.size());
+    const int64_t n_chunks = n_tokens == 0 ? 0 : (w.n_panels() + chunk[m] - 1) / chunk[m];
+    first[m + 1] = first[m] + n_chunks;
+    macs += w.rows() * w.cols() * n_tokens;
+  }
+  const int64_t total = first[outs.size()];
+  if (total == 0) return;
+  auto run_chunk = [&](int64_t c) {
+    size_t m = 0;
+    while (c >= first[m + 1]) ++m;
+    const PackedMatrix& w = *outs[m].w;
+    const int64_t p0 = (c - first[m]) * chunk[m];
+    matmul_detail::matmul_panels(w, x, outs[m].y, p0, std::min(w.n_panels(), p0 + chunk[m]));
+  };
+  if (pool.size() == 1 || total == 1 || macs < kMinParallelMacs) {
+    for (int64_t c = 0; c < total; ++c) run_chunk(c);
     return;
   }
   // Chunks are handed out dynamically; which thread computes a row never changes its value.
@@ -124,8 +145,8 @@ void matmul(const PackedMatrix& w, const Activations& x, float* y, ThreadPool& p
   pool.run([&](int, int) {
     for (;;) {
       const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= n_chunks) return;
-      matmul_detail::matmul_panels(w, x, y, c * chunk, std::min(np, (c + 1) * chunk));
+      if (c >= total) return;
+      run_chunk(c);
     }
   });
 }

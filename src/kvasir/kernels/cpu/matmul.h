@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,15 @@ class Activations {
 // Q4_0 share the Q8_0 activation format). Throws kvasir::Error on a dtype or shape mismatch
 // (checked once per call, outside the inner loops).
 void matmul(const PackedMatrix& w, const Activations& x, float* y, ThreadPool& pool);
+
+// Several matrices that read the same activations (Q, K and V; gate and up) in ONE parallel
+// region: their chunks share one work queue, so the threads meet once instead of once per matrix.
+// Each output is exactly what matmul(*out.w, x, out.y, pool) writes. At most 8 outputs.
+struct MatmulOutput {
+  const PackedMatrix* w;
+  float* y;
+};
+void matmul(std::span<const MatmulOutput> outputs, const Activations& x, ThreadPool& pool);
 
 // Convenience (tests, one-off calls): packs `w` first, and prepares the activations.
 void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool);

@@ -29,6 +29,9 @@
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
+// Integer sums stay the chains they are written as: reassociating them into trees (legal for
+// integers) makes GCC keep every partial product live and spill the register tiles.
+#pragma GCC optimize("no-tree-reassoc")
 #endif
 
 #include "kvasir/kernels/cpu/matmul_kernels.h"
@@ -213,25 +216,24 @@ HWY_INLINE void TileQ4(const Job& j, int64_t p, int64_t t) {
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+    // Per group: the T activation broadcasts first, then each panel's codes are loaded (L1 after
+    // the first half), unpacked and used for all T tokens: R*T + R*T + T + 3 live registers.
     KVASIR_UNROLL
     for (int v = 0; v < 4; ++v) {
-      __m256i raw[R];
-      KVASIR_UNROLL
-      for (int r = 0; r < R; ++r)
-        raw[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 128 + v * 32));
       KVASIR_UNROLL
       for (int half = 0; half < 2; ++half) {
-        __m256i n[R];
+        __m256i yb[T];
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r)
-          n[r] = half == 0 ? _mm256_and_si256(raw[r], mask)
-                           : _mm256_and_si256(_mm256_srli_epi16(raw[r], 4), mask);
+        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) {
-          const __m256i yb = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        for (int r = 0; r < R; ++r) {
+          const __m256i raw =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 128 + v * 32));
+          const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
+                                      : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           KVASIR_UNROLL
-          for (int r = 0; r < R; ++r)
-            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n[r], yb));
+          for (int i = 0; i < T; ++i)
+            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n, yb[i]));
         }
       }
     }
@@ -282,18 +284,17 @@ HWY_INLINE void TileQ8(const Job& j, int64_t p, int64_t t) {
       for (int i = 0; i < T; ++i) s32[r][i] = _mm256_setzero_si256();
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
-      __m256i wv[R], wa[R];
+      __m256i yb[T];
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        wv[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 256 + g * 32));
-        wa[r] = _mm256_sign_epi8(wv[r], wv[r]);
-      }
-      KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) {
-        const __m256i yb = Bcast4(xq[i * nb + b].qs + g * 4);
+        const __m256i wv =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 256 + g * 32));
+        const __m256i wa = _mm256_sign_epi8(wv, wv);
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) {
-          const __m256i p16 = _mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(yb, wv[r]));
+        for (int i = 0; i < T; ++i) {
+          const __m256i p16 = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(yb[i], wv));
           s32[r][i] = _mm256_add_epi32(s32[r][i], _mm256_madd_epi16(p16, ones));
         }
       }
