@@ -73,7 +73,7 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
   struct Opts {
     bench::ServeBenchOptions s;
     bool json = false;
-    std::string label;
+    std::string label, output_dist = "uniform";
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--host", o->s.host, "Server address (default 127.0.0.1)");
@@ -88,6 +88,10 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
   cmd->add_option("--prompt-max", o->s.prompt_max, "Longest random prompt, tokens (default 256)");
   cmd->add_option("--output-min", o->s.output_min, "Shortest output, tokens (default 16)");
   cmd->add_option("--output-max", o->s.output_max, "Longest output, tokens (default 128)");
+  cmd->add_option("--output-dist", o->output_dist,
+                  "Output lengths: uniform (default) or exp (heavy-tailed: min + exponential of "
+                  "mean (max - min) / 4, cut at max)")
+      ->check(CLI::IsMember({"uniform", "exp"}));
   cmd->add_option("--shared-prefix", o->s.shared_prefix,
                   "Tokens of a prefix common to every prompt (default 0)");
   cmd->add_option("--vocab-hi", o->s.vocab_hi,
@@ -97,6 +101,8 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
   cmd->add_option("--label", o->label, "A name for this run in the output (e.g. continuous)");
   cmd->add_flag("--json", o->json, "One JSON object with every figure");
   return [o]() {
+    o->s.output_dist =
+        o->output_dist == "exp" ? bench::OutputDist::kExponential : bench::OutputDist::kUniform;
     bench::ServeBenchResult r = bench::run_serve_bench(o->s);
     if (o->json) {
       nlohmann::json j = {{"name", "serve"},
@@ -104,6 +110,7 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
                           {"requests", o->s.requests},
                           {"rate", o->s.rate},
                           {"concurrency", o->s.rate > 0 ? 0 : o->s.concurrency},
+                          {"output_dist", o->output_dist},
                           {"completed", r.completed},
                           {"failed", r.failed},
                           {"duration_s", r.duration_s},
@@ -116,6 +123,7 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
                           {"tpot_s", latency_json(r.tpot)},
                           {"itl_s", latency_json(r.itl)},
                           {"e2e_s", latency_json(r.e2e)}};
+      j["ttft_each_s"] = r.ttft_each;  // per request, in submission order (null: failed)
       if (!r.first_error.empty()) j["first_error"] = r.first_error;
       fmt::print("{}\n", j.dump());
     } else {
@@ -136,6 +144,11 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
       row("TPOT", r.tpot);
       row("ITL", r.itl);
       row("e2e", r.e2e);
+      if (r.ttft_each.size() <= 8) {  // a few requests (e.g. a prefix-cache check): each TTFT
+        std::string each;
+        for (double t : r.ttft_each) each += fmt::format(" {:.2f}", t * 1e3);
+        fmt::print("TTFT of each request (ms):{}\n", each);
+      }
       if (!r.first_error.empty()) fmt::print(stderr, "first error: {}\n", r.first_error);
     }
     return r.failed == 0 ? 0 : 1;

@@ -157,7 +157,15 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
     j.prompt = prefix;
     const int n = uni(opt.prompt_min, opt.prompt_max);
     for (int i = 0; i < n; ++i) j.prompt.push_back(uni(opt.vocab_lo, opt.vocab_hi - 1));
-    j.max_tokens = uni(opt.output_min, opt.output_max);
+    if (opt.output_dist == OutputDist::kExponential) {
+      // Heavy-tailed, like real chat traffic: many short answers, a few long ones.
+      const double u = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
+      const double mean = (opt.output_max - opt.output_min) / 4.0;
+      const double len = opt.output_min - mean * std::log(u);
+      j.max_tokens = static_cast<int>(std::min<double>(opt.output_max, std::floor(len)));
+    } else {
+      j.max_tokens = uni(opt.output_min, opt.output_max);
+    }
     if (opt.rate > 0) {
       const double u = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
       t += -std::log(u) / opt.rate;

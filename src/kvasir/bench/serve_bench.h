@@ -5,7 +5,9 @@
 // of concurrent clients (`concurrency`), each sending its next request as soon as the previous one
 // ends. Prompts are random token-id arrays (lengths uniform in [prompt_min, prompt_max]) that may
 // share a common prefix of `shared_prefix` tokens; outputs are exactly max_tokens long
-// (ignore_eos) with lengths uniform in [output_min, output_max]. Everything is seeded, so two
+// (ignore_eos) with lengths uniform in [output_min, output_max], or (OutputDist::kExponential)
+// output_min + an exponential of mean (output_max - output_min) / 4, cut at output_max: a
+// heavy-tailed mix like real chat traffic. Everything is seeded, so two
 // runs (e.g. continuous vs static batching) send the same workload.
 //
 // Per request: TTFT (submit → first streamed token), ITL (gaps between streamed tokens), TPOT
@@ -18,6 +20,8 @@
 
 namespace kvasir::bench {
 
+enum class OutputDist { kUniform, kExponential };
+
 struct ServeBenchOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -28,6 +32,7 @@ struct ServeBenchOptions {
   int concurrency = 8;
   int prompt_min = 32, prompt_max = 256;
   int output_min = 16, output_max = 128;
+  OutputDist output_dist = OutputDist::kUniform;
   int shared_prefix = 0;
   int vocab_lo = 3, vocab_hi = 500;  // random token ids drawn from [lo, hi)
   uint64_t seed = 1;
