@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kvasir/kernels/cpu/matmul.h"
@@ -73,6 +74,19 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs);
+
+// llama-110m's shapes (dim 768, ffn 2048, vocab 32000) at the batch sizes of batched decode.
+void Matmul110mArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "rows", "cols", "tokens"});
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{768, 768}, {2048, 768}, {768, 2048},
+                              {32000, 768}}) {
+      for (int64_t n : {1, 16, 32}) b->Args({static_cast<int64_t>(t), rows, cols, n});
+    }
+  }
+  b->UseRealTime();
+}
+BENCHMARK(BM_Matmul)->Name("BM_Matmul110m")->Apply(Matmul110mArgs);
 
 // GEMV from DRAM: cycles through copies of the matrix totalling > 64 MiB (more than L3).
 void BM_MatmulCold(benchmark::State& state) {

@@ -343,8 +343,11 @@ TEST_P(AttentionInvariance, ThreadCountDoesNotMatter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
+                         // MHA shapes (one row per decode item) read the cache in place
+                         // when alone and through a converted tile in a batch: both must agree.
                          ::testing::Values(Shape{8, 2, 64, DType::F16}, Shape{4, 4, 32, DType::F32},
-                                           Shape{4, 1, 128, DType::F16}),
+                                           Shape{4, 1, 128, DType::F16},
+                                           Shape{6, 6, 64, DType::F16}, Shape{2, 2, 24, DType::F16}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return fmt::format("h{}_kv{}_d{}_{}", i.param.n_heads,
                                               i.param.n_kv_heads, i.param.head_dim,

@@ -2,22 +2,25 @@
 //
 // Work item: a run of up to T consecutive query tokens of one sequence x one KV head. Its "rows"
 // are the (token, query head) pairs that share that KV head: T * G rows, G = n_heads/n_kv_heads.
-// For each KV tile (one KV block) the item:
-//   1. converts the tile's K and V rows to f32 once (F16 cache), shared by all rows;
-//   2. computes scores with SIMD lanes over rows: S[j][r] = sum_d Qt[d][r] * K[j][d], one fused
-//      multiply-add per d, in increasing d (q is pre-multiplied by `scale`);
-//   3. masks keys after each row's position (-inf) and updates the row's online-softmax state:
-//      m' = max(m, max_j S), alpha = exp(m - m') (exactly 1 when m' == m), p_j = exp(S_j - m'),
-//      l' = l * alpha + (p_0 + p_1 + ...) summed in increasing j;
-//   4. rescales the row's accumulator by alpha and adds p_j * V[j] in increasing j, lanes over
-//      head_dim, stopping at the row's last visible key.
-// Finally out = acc / l.
+// Each row walks its sequence's KV one tile (= one KV block, at fixed absolute positions) at a
+// time and keeps its own online-softmax state; rows share only the tile's K and V rows (converted
+// to f32 once when the item has several rows, else read from the F16/F32 cache in place). For one
+// row and one tile:
+//   1. scores of the block's keys in groups of 8: s_j = q·K_j with q pre-multiplied by `scale`,
+//      as 8-lane partial sums (lane l sums the dimensions d = l mod 8, one fused multiply-add per
+//      8 dimensions in increasing order, from zero) reduced by the fixed tree
+//      ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)); keys after the row's position are -inf;
+//   2. m' = max(m, max_j s_j) (a max: any order gives the same value), alpha = exp(m - m')
+//      (exactly 1 when m' == m), p_j = exp(s_j - m'), l' = l * alpha + sum_j p_j with the sum
+//      taken lane-wise over the block's 8-key groups in order, then the same fixed tree;
+//   3. o' = o * alpha + p_0 V_0 + p_1 V_1 + ... in increasing j, lanes over head_dim, up to the
+//      row's last visible key.
+// Finally out = o / l.
 //
-// Batch invariance: every number of a row is computed by a lane-independent sequence of operations
-// whose order depends only on the row's q, its position and the KV content (tiles are KV blocks,
-// at fixed absolute positions). Grouping rows with others only adds lanes and, for rows whose
-// position is before the group's last key, extra masked keys: those contribute exactly nothing
-// (max with -inf, +0 to a sum of non-negative terms, alpha exactly 1, accumulator untouched).
+// Batch invariance: every number of a row is computed by a sequence of operations that depends
+// only on the row's q, its position and the KV content: nothing is reduced across rows, tiles are
+// KV blocks, and a block's masked keys contribute exactly nothing (-inf to a max, +0 to a sum).
+// Reading K/V in place or from the converted tile gives the same values (the conversion is exact).
 // Threads take work items from an atomic counter; which thread runs an item does not matter.
 #include "kvasir/kernels/cpu/attention.h"
 
@@ -80,242 +83,350 @@ float* ThreadScratch(size_t n) {
   return buf.get();
 }
 
-// Converts `rows` F16 rows of `dim` values (source row stride `src_stride`) to f32 rows of stride
-// `dst_stride` (a multiple of the lane count, dst vector-aligned), zero-padding dim..dst_stride.
-void F16RowsToF32(const uint16_t* HWY_RESTRICT src, size_t src_stride, int rows, int dim,
-                  float* HWY_RESTRICT dst, size_t dst_stride) {
-  for (int r = 0; r < rows; ++r) {
-    const uint16_t* s = src + r * src_stride;
-    float* o = dst + r * dst_stride;
-    size_t i = 0;
-#if HWY_TARGET != HWY_SCALAR
-    const DF df;
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    const size_t N = hn::Lanes(df);
-    const auto* sh = reinterpret_cast<const hwy::float16_t*>(s);
-    for (; i + N <= static_cast<size_t>(dim); i += N) {
-      hn::Store(hn::PromoteTo(df, hn::LoadU(dh, sh + i)), df, o + i);
-    }
+// ---- 8-lane vectors: one AVX2 register, or eight floats on the portable target ----------------
+// The per-key dot product is defined on 8 lanes whatever the target (lane l sums the dimensions
+// d = l (mod 8)), so it is written against this small fixed-width interface.
+#undef KVASIR_ATTN_X86
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#define KVASIR_ATTN_X86 1
+using V8 = __m256;
+HWY_INLINE V8 Zero8() { return _mm256_setzero_ps(); }
+HWY_INLINE V8 Set8(float f) { return _mm256_set1_ps(f); }
+HWY_INLINE V8 Load8(const float* p) { return _mm256_loadu_ps(p); }
+HWY_INLINE V8 Load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE void Store8(V8 v, float* p) { _mm256_storeu_ps(p, v); }
+HWY_INLINE V8 Fma8(V8 a, V8 b, V8 c) { return _mm256_fmadd_ps(a, b, c); }
+HWY_INLINE V8 Mul8(V8 a, V8 b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE V8 Add8(V8 a, V8 b) { return _mm256_add_ps(a, b); }
+HWY_INLINE V8 Sub8(V8 a, V8 b) { return _mm256_sub_ps(a, b); }
+HWY_INLINE float Lane0(V8 v) { return _mm256_cvtss_f32(v); }
+HWY_INLINE V8 Max8(V8 a, V8 b) { return _mm256_max_ps(a, b); }
+HWY_INLINE V8 Exp8(V8 v) {
+  const hn::FixedTag<float, 8> d;
+  hn::Vec<decltype(d)> x;
+  x.raw = v;
+  return hn::Exp(d, x).raw;
+}
+// Scores of 8 keys from their 8-lane partial sums: s_j = ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7))
+// of acc[j], for all eight at once (two levels of hadd, then the halves).
+HWY_INLINE V8 Reduce8x8(const V8* acc) {
+  const V8 h01 = _mm256_hadd_ps(acc[0], acc[1]);
+  const V8 h23 = _mm256_hadd_ps(acc[2], acc[3]);
+  const V8 h45 = _mm256_hadd_ps(acc[4], acc[5]);
+  const V8 h67 = _mm256_hadd_ps(acc[6], acc[7]);
+  const V8 q0 = _mm256_hadd_ps(h01, h23);  // lanes 0..3: L of keys 0..3; 4..7: H of keys 0..3
+  const V8 q1 = _mm256_hadd_ps(h45, h67);
+  return _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+}
+// The same tree for one vector.
+HWY_INLINE float Reduce8(V8 v) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, v);
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+HWY_INLINE float MaxLanes8(V8 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+// Lanes j < n keep v, the others become -inf.
+HWY_INLINE V8 KeepFirst8(V8 v, int n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx));
+  return _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), v, keep);
+}
+#else
+#define KVASIR_ATTN_X86 0
+struct V8 {
+  float v[8];
+};
+HWY_INLINE V8 Zero8() { return V8{}; }
+HWY_INLINE V8 Set8(float f) {
+  V8 r;
+  for (float& x : r.v) x = f;
+  return r;
+}
+HWY_INLINE V8 Load8(const float* p) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = p[i];
+  return r;
+}
+HWY_INLINE V8 Load8(const uint16_t* p) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = fp16_to_fp32(p[i]);
+  return r;
+}
+HWY_INLINE void Store8(V8 v, float* p) {
+  for (int i = 0; i < 8; ++i) p[i] = v.v[i];
+}
+// Not fused: the portable target has no FMA instruction (results differ from AVX2 in the last
+// bits; batch invariance holds within each target).
+HWY_INLINE V8 Fma8(V8 a, V8 b, V8 c) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] * b.v[i] + c.v[i];
+  return r;
+}
+HWY_INLINE V8 Mul8(V8 a, V8 b) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] * b.v[i];
+  return r;
+}
+HWY_INLINE V8 Add8(V8 a, V8 b) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] + b.v[i];
+  return r;
+}
+HWY_INLINE V8 Sub8(V8 a, V8 b) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] - b.v[i];
+  return r;
+}
+HWY_INLINE float Lane0(V8 v) { return v.v[0]; }
+HWY_INLINE V8 Max8(V8 a, V8 b) {
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = std::max(a.v[i], b.v[i]);
+  return r;
+}
+HWY_INLINE V8 Exp8(V8 v) {
+  const hn::ScalableTag<float> d;
+  V8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = hn::GetLane(hn::Exp(d, hn::Set(d, v.v[i])));
+  return r;
+}
+HWY_INLINE float Reduce8(V8 v) {
+  const float* a = v.v;
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+HWY_INLINE V8 Reduce8x8(const V8* acc) {
+  V8 r;
+  for (int j = 0; j < 8; ++j) r.v[j] = Reduce8(acc[j]);
+  return r;
+}
+HWY_INLINE float MaxLanes8(V8 v) {
+  float m = v.v[0];
+  for (int i = 1; i < 8; ++i) m = std::max(m, v.v[i]);
+  return m;
+}
+HWY_INLINE V8 KeepFirst8(V8 v, int n) {
+  for (int i = n; i < 8; ++i) v.v[i] = -std::numeric_limits<float>::infinity();
+  return v;
+}
 #endif
-    for (; i < static_cast<size_t>(dim); ++i) o[i] = fp16_to_fp32(s[i]);
-    for (; i < dst_stride; ++i) o[i] = 0.0f;
-  }
-}
 
-// Same for f32 rows (used only when head_dim is not a multiple of the lane count).
-void F32RowsPadded(const float* HWY_RESTRICT src, size_t src_stride, int rows, int dim,
-                   float* HWY_RESTRICT dst, size_t dst_stride) {
+// Converts `rows` K or V rows of `dim` values (F16 or F32, row stride `dim`) to f32 rows of
+// stride `dp` (a multiple of 8), zero-padding dim..dp.
+void RowsToF32(const void* src, bool f16, int rows, int dim, float* HWY_RESTRICT dst, size_t dp) {
   for (int r = 0; r < rows; ++r) {
-    const float* s = src + r * src_stride;
-    float* o = dst + r * dst_stride;
-    size_t i = 0;
-    for (; i < static_cast<size_t>(dim); ++i) o[i] = s[i];
-    for (; i < dst_stride; ++i) o[i] = 0.0f;
+    float* o = dst + r * dp;
+    int i = 0;
+    if (f16) {
+      const uint16_t* s = static_cast<const uint16_t*>(src) + static_cast<size_t>(r) * dim;
+      for (; i + 8 <= dim; i += 8) Store8(Load8(s + i), o + i);
+      for (; i < dim; ++i) o[i] = fp16_to_fp32(s[i]);
+    } else {
+      const float* s = static_cast<const float*>(src) + static_cast<size_t>(r) * dim;
+      for (; i < dim; ++i) o[i] = s[i];
+    }
+    for (; i < static_cast<int>(dp); ++i) o[i] = 0.0f;
   }
 }
 
-// Scores of J keys for one vector of rows: s[j*rp] = sum_d qt[d*rp] * k[j*ks + d], one fused
-// multiply-add per d in increasing d, starting from zero.
-template <int J>
-HWY_INLINE void ScoreKeys(DF df, const float* HWY_RESTRICT qt, size_t rp, int dim,
-                          const float* HWY_RESTRICT k, size_t ks, float* HWY_RESTRICT s) {
-  VF acc[J];
-  for (int j = 0; j < J; ++j) acc[j] = hn::Zero(df);
-  for (int d = 0; d < dim; ++d) {
-    const VF q = hn::Load(df, qt + d * rp);
-    for (int j = 0; j < J; ++j) acc[j] = hn::MulAdd(q, hn::Set(df, k[j * ks + d]), acc[j]);
-  }
-  for (int j = 0; j < J; ++j) hn::Store(acc[j], df, s + j * rp);
+// Where one tile's K and V rows are read from: the cache itself (stride dim, F16 or F32) or a
+// converted, zero-padded f32 copy (stride dp).
+struct TileRows {
+  const void* k;
+  const void* v;
+  size_t stride;
+  bool f16;
+};
+
+template <class E>
+HWY_INLINE const E* Row(const void* base, size_t stride, int j) {
+  return static_cast<const E*>(base) + static_cast<size_t>(j) * stride;
 }
 
-// Online-softmax update for one vector of rows over the tile's nc computed keys (key j at
-// absolute position start + j). Masks keys after each row's position, overwrites S with p, and
-// updates m, l and writes the rescale factor alpha.
-HWY_INLINE void SoftmaxTile(DF df, float* HWY_RESTRICT s, size_t rp, int nc, float start,
-                            const float* HWY_RESTRICT posf, float* HWY_RESTRICT m,
-                            float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
-  const VF ninf = hn::Set(df, -std::numeric_limits<float>::infinity());
-  const VF pos = hn::Load(df, posf);
-  const VF m_old = hn::Load(df, m);
-  VF m_tile = ninf;
-  for (int j = 0; j < nc; ++j) {
-    const auto visible = hn::Le(hn::Set(df, start + static_cast<float>(j)), pos);
-    const VF sj = hn::IfThenElse(visible, hn::Load(df, s + j * rp), ninf);
-    hn::Store(sj, df, s + j * rp);
-    m_tile = hn::Max(m_tile, sj);
+// s[j] = dot(q, K_j) for the 8 keys j0 .. j0+7: per key, 8-lane partial sums over the dp/8
+// chunks of q in increasing order (one FMA each, from zero), then the fixed tree of Reduce8.
+template <class E>
+HWY_INLINE V8 Score8(const float* HWY_RESTRICT q, int chunks, const void* k, size_t stride,
+                     int j0) {
+  V8 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = Zero8();
+  for (int c = 0; c < chunks; ++c) {
+    const V8 qv = Load8(q + c * 8);
+    for (int j = 0; j < 8; ++j) acc[j] = Fma8(qv, Load8(Row<E>(k, stride, j0 + j) + c * 8), acc[j]);
   }
-  const VF m_new = hn::Max(m_old, m_tile);
-  // Exp(-inf) = 0 on the first tile; exactly 1 when the max did not move (also for padding rows,
-  // where m stays -inf and m_old - m_new would be NaN).
-  const VF a =
-      hn::IfThenElse(hn::Eq(m_new, m_old), hn::Set(df, 1.0f), hn::Exp(df, hn::Sub(m_old, m_new)));
-  VF psum = hn::Zero(df);
-  for (int j = 0; j < nc; ++j) {
-    // Masked keys: Exp(-inf) = 0 (Highway's Exp returns 0 below -104, and for NaN).
-    const VF p = hn::Exp(df, hn::Sub(hn::Load(df, s + j * rp), m_new));
-    hn::Store(p, df, s + j * rp);
-    psum = hn::Add(psum, p);
-  }
-  hn::Store(hn::MulAdd(hn::Load(df, l), a, psum), df, l);
-  hn::Store(m_new, df, m);
-  hn::Store(a, df, alpha);
+  return Reduce8x8(acc);
 }
 
-// acc[0 .. K*N) = acc * alpha + sum_{j < nv} p[j*rp] * v[j*vs + ...], in increasing j.
-template <int K>
-HWY_INLINE void AccumulateV(DF df, float* HWY_RESTRICT acc, float alpha,
-                            const float* HWY_RESTRICT p, size_t rp, const float* HWY_RESTRICT v,
-                            size_t vs, int nv) {
-  const size_t N = hn::Lanes(df);
-  VF o[K];
-  const VF a = hn::Set(df, alpha);
-  for (int k = 0; k < K; ++k) o[k] = hn::Mul(hn::Load(df, acc + k * N), a);
-  for (int j = 0; j < nv; ++j) {
-    const VF pj = hn::Set(df, p[j * rp]);
-    const float* vj = v + j * vs;
-    for (int k = 0; k < K; ++k) o[k] = hn::MulAdd(pj, hn::LoadU(df, vj + k * N), o[k]);
+// o = o * alpha + sum_{j < n} p[j] * V_j, in increasing j; o has `chunks` 8-lane chunks.
+template <class E, int C>
+HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT o, float alpha, const float* HWY_RESTRICT p,
+                                const void* v, size_t stride, int n) {
+  V8 acc[C];
+  const V8 a = Set8(alpha);
+  for (int c = 0; c < C; ++c) acc[c] = Mul8(Load8(o + c * 8), a);
+  for (int j = 0; j < n; ++j) {
+    const V8 pj = Set8(p[j]);
+    const E* vj = Row<E>(v, stride, j);
+    for (int c = 0; c < C; ++c) acc[c] = Fma8(pj, Load8(vj + c * 8), acc[c]);
   }
-  for (int k = 0; k < K; ++k) hn::Store(o[k], df, acc + k * N);
+  for (int c = 0; c < C; ++c) Store8(acc[c], o + c * 8);
 }
 
-void AccumulateRow(DF df, float* HWY_RESTRICT acc, size_t dp, float alpha,
-                   const float* HWY_RESTRICT p, size_t rp, const float* HWY_RESTRICT v, size_t vs,
-                   int nv) {
-  const size_t N = hn::Lanes(df);
-  size_t c = 0;
-  for (; c + 8 * N <= dp; c += 8 * N) AccumulateV<8>(df, acc + c, alpha, p, rp, v + c, vs, nv);
-  if (c + 4 * N <= dp) {
-    AccumulateV<4>(df, acc + c, alpha, p, rp, v + c, vs, nv);
-    c += 4 * N;
+template <class E>
+void Accumulate(float* HWY_RESTRICT o, int chunks, float alpha, const float* HWY_RESTRICT p,
+                const void* v, size_t stride, int n) {
+  // Register blocks of 8, 4, 2, 1 chunks; each output lane gets the same sequence of operations
+  // whichever block it falls in.
+  int c = 0;
+  for (; c + 8 <= chunks; c += 8)
+    AccumulateFixed<E, 8>(o + c * 8, alpha, p, Row<E>(v, 1, c * 8), stride, n);
+  if (c + 4 <= chunks) {
+    AccumulateFixed<E, 4>(o + c * 8, alpha, p, Row<E>(v, 1, c * 8), stride, n);
+    c += 4;
   }
-  if (c + 2 * N <= dp) {
-    AccumulateV<2>(df, acc + c, alpha, p, rp, v + c, vs, nv);
-    c += 2 * N;
+  if (c + 2 <= chunks) {
+    AccumulateFixed<E, 2>(o + c * 8, alpha, p, Row<E>(v, 1, c * 8), stride, n);
+    c += 2;
   }
-  if (c < dp) AccumulateV<1>(df, acc + c, alpha, p, rp, v + c, vs, nv);
+  if (c < chunks) AccumulateFixed<E, 1>(o + c * 8, alpha, p, Row<E>(v, 1, c * 8), stride, n);
 }
+
+// Online-softmax state of one row (a query token x head).
+struct RowState {
+  float m;  // running max of the scores seen
+  float l;  // running sum of exp(score - m)
+};
+
+// One tile (KV block starting at absolute position `start`, `nvr` keys visible to this row,
+// nvr >= 1) for one row: scores, mask, online-softmax update, V accumulation. `s` is scratch of
+// `slots` floats (bs rounded up to 8).
+template <class E>
+HWY_INLINE void RowTile(const float* HWY_RESTRICT q, int chunks, const TileRows& t, int nvr,
+                        int slots, float* HWY_RESTRICT s, RowState& st, float* HWY_RESTRICT o) {
+  // Scores in groups of 8 keys; keys past the row's last visible one are -inf (a group is
+  // computed whole: keys past nvr inside the block may hold anything, and are discarded).
+  V8 mv = Set8(-std::numeric_limits<float>::infinity());
+  for (int j0 = 0; j0 < slots; j0 += 8) {
+    V8 sv = j0 < nvr ? Score8<E>(q, chunks, t.k, t.stride, j0)
+                     : Set8(-std::numeric_limits<float>::infinity());
+    if (j0 + 8 > nvr) sv = KeepFirst8(sv, nvr - j0);
+    Store8(sv, s + j0);
+    mv = Max8(mv, sv);
+  }
+  const float m_new = std::max(st.m, MaxLanes8(mv));
+  // exp(-inf) = 0 on the row's first tile; exactly 1 when the max did not move.
+  const float alpha = m_new == st.m ? 1.0f : Lane0(Exp8(Set8(st.m - m_new)));
+  // p = exp(s - m_new) (masked keys: exp(-inf) = 0), and their sum: lane-wise over the groups in
+  // order, then the fixed tree.
+  V8 psum = Zero8();
+  const V8 mn = Set8(m_new);  // finite: the row sees at least one key
+  for (int j0 = 0; j0 < slots; j0 += 8) {
+    const V8 p = Exp8(Sub8(Load8(s + j0), mn));
+    Store8(p, s + j0);
+    psum = Add8(psum, p);
+  }
+  st.l = st.l * alpha + Reduce8(psum);
+  st.m = m_new;
+  Accumulate<E>(o, chunks, alpha, s, t.v, t.stride, nvr);
+}
+
+// Rows per work item from which converting the tile's K and V to f32 once (shared by the rows)
+// beats converting on the fly in every row's loads (decode of MHA models has one row per item).
+constexpr int kConvertRows = 4;
 
 void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk& c, int g) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
   const int dim = kv.head_dim;
   const int bs = kv.block_size;
   const int G = a.n_heads / kv.n_kv_heads;
   const int R = static_cast<int>(c.t1 - c.t0) * G;
-  const size_t rp = RoundUp(static_cast<size_t>(R), N);
-  const size_t dp = RoundUp(static_cast<size_t>(dim), N);
+  const size_t dp = RoundUp(static_cast<size_t>(dim), 8);
+  const int chunks = static_cast<int>(dp / 8);
+  const int slots = static_cast<int>(RoundUp(static_cast<size_t>(bs), 8));
   const bool f16 = kv.type == DType::F16;
-  const bool v_direct = !f16 && dim % static_cast<int>(N) == 0;
+  // Reading the cache in place needs whole 8-lane chunks and whole 8-key groups inside a block.
+  const bool convert = R >= kConvertRows || dim % 8 != 0 || bs % 8 != 0;
 
-  // Scratch regions, each a multiple of N floats so all stay vector-aligned.
-  const size_t total =
-      dim * rp + bs * rp + R * dp + (f16 ? bs * dp : 0) + (v_direct ? 0 : bs * dp) + 3 * rp + rp;
+  // Scratch: Q (scaled, padded) and O per row, the tile's scores, the converted K and V tiles,
+  // and the per-row online-softmax state.
+  const size_t total = 2 * static_cast<size_t>(R) * dp + static_cast<size_t>(slots) +
+                       (convert ? 2 * static_cast<size_t>(slots) * dp : 0) +
+                       2 * static_cast<size_t>(R) + 8;
   float* p = ThreadScratch(total);
-  float* qt = p;  // [dim][rp], q * scale transposed
-  p += dim * rp;
-  float* S = p;  // [bs][rp], scores then probabilities of the current tile
-  p += bs * rp;
-  float* O = p;  // [R][dp], unnormalised output accumulators
-  p += R * dp;
-  float* kf = nullptr;  // [bs][dp], converted K tile
-  if (f16) {
+  float* Q = p;
+  p += static_cast<size_t>(R) * dp;
+  float* O = p;
+  p += static_cast<size_t>(R) * dp;
+  float* S = p;
+  p += slots;
+  float* kf = nullptr;
+  float* vf = nullptr;
+  if (convert) {
     kf = p;
-    p += bs * dp;
-  }
-  float* vf = nullptr;  // [bs][dp], converted V tile
-  if (!v_direct) {
+    p += static_cast<size_t>(slots) * dp;
     vf = p;
-    p += bs * dp;
+    p += static_cast<size_t>(slots) * dp;
+    // Padding key rows (bs .. slots) are scored and then masked: keep them finite.
+    std::fill(kf + static_cast<size_t>(bs) * dp, kf + static_cast<size_t>(slots) * dp, 0.0f);
   }
-  float* posf = p;  // row positions as floats (exact below 2^24); -1 for padding rows
-  p += rp;
-  float* m = p;
-  p += rp;
-  float* l = p;
-  p += rp;
-  float* alpha = p;
+  auto* st = reinterpret_cast<RowState*>(p);
 
   const int64_t q_stride = static_cast<int64_t>(a.n_heads) * dim;
-  for (size_t r = 0; r < rp; ++r) {
-    m[r] = -std::numeric_limits<float>::infinity();
-    l[r] = 0.0f;
-    alpha[r] = 1.0f;
-    if (r < static_cast<size_t>(R)) {
-      const int64_t t = c.t0 + static_cast<int64_t>(r) / G;
-      const int h = g * G + static_cast<int>(r) % G;
-      posf[r] = static_cast<float>(a.positions[t]);
-      const float* qrow = a.q + t * q_stride + static_cast<int64_t>(h) * dim;
-      for (int d = 0; d < dim; ++d) qt[d * rp + r] = qrow[d] * a.scale;
-    } else {
-      posf[r] = -1.0f;
-      for (int d = 0; d < dim; ++d) qt[d * rp + r] = 0.0f;
-    }
+  for (int r = 0; r < R; ++r) {
+    const int64_t t = c.t0 + r / G;
+    const int h = g * G + r % G;
+    const float* qrow = a.q + t * q_stride + static_cast<int64_t>(h) * dim;
+    float* qr = Q + static_cast<size_t>(r) * dp;
+    for (int d = 0; d < dim; ++d) qr[d] = qrow[d] * a.scale;
+    for (size_t d = static_cast<size_t>(dim); d < dp; ++d) qr[d] = 0.0f;
+    st[r] = {-std::numeric_limits<float>::infinity(), 0.0f};
   }
   std::fill(O, O + static_cast<size_t>(R) * dp, 0.0f);
 
   const int32_t* table = a.seqs[c.seq].block_table;
   const size_t head_elems = static_cast<size_t>(bs) * dim;
+  const size_t esize = f16 ? 2 : 4;
   const int64_t n_tiles = c.max_pos / bs + 1;
   for (int64_t b = 0; b < n_tiles; ++b) {
     const int64_t start = b * bs;
     const int nv = static_cast<int>(std::min<int64_t>(bs, c.max_pos - start + 1));
-    // Keys are scored in groups of 8 (for ILP); the extra keys past nv (still inside the block)
-    // are masked, so their content does not matter.
-    const int nc = std::min(bs, static_cast<int>(RoundUp(static_cast<size_t>(nv), 8)));
     const size_t off = (static_cast<size_t>(table[b]) * kv.n_kv_heads + g) * head_elems;
     if (b + 1 < n_tiles) {
       // Blocks are scattered in memory, so the hardware prefetcher cannot guess the next one:
       // request the next tile's K and V while this one is computed.
       const size_t next = (static_cast<size_t>(table[b + 1]) * kv.n_kv_heads + g) * head_elems;
-      const size_t bytes = head_elems * (f16 ? 2 : 4);
-      const char* kn = static_cast<const char*>(kv.k) + next * (f16 ? 2 : 4);
-      const char* vn = static_cast<const char*>(kv.v) + next * (f16 ? 2 : 4);
-      for (size_t i = 0; i < bytes; i += 64) {
+      const char* kn = static_cast<const char*>(kv.k) + next * esize;
+      const char* vn = static_cast<const char*>(kv.v) + next * esize;
+      for (size_t i = 0; i < head_elems * esize; i += 64) {
         hwy::Prefetch(kn + i);
         hwy::Prefetch(vn + i);
       }
     }
-
-    const float* kp;
-    size_t ks;
-    const float* vp;
-    size_t vs;
-    if (f16) {
-      F16RowsToF32(static_cast<const uint16_t*>(kv.k) + off, dim, nc, dim, kf, dp);
-      F16RowsToF32(static_cast<const uint16_t*>(kv.v) + off, dim, nv, dim, vf, dp);
-      kp = kf;
-      ks = dp;
-      vp = vf;
-      vs = dp;
-    } else {
-      kp = static_cast<const float*>(kv.k) + off;
-      ks = dim;
-      if (v_direct) {
-        vp = static_cast<const float*>(kv.v) + off;
-        vs = dim;
-      } else {
-        F32RowsPadded(static_cast<const float*>(kv.v) + off, dim, nv, dim, vf, dp);
-        vp = vf;
-        vs = dp;
-      }
+    const char* kt = static_cast<const char*>(kv.k) + off * esize;
+    const char* vt = static_cast<const char*>(kv.v) + off * esize;
+    TileRows tile{kt, vt, static_cast<size_t>(dim), f16};
+    if (convert) {
+      // Keys are scored in groups of 8: convert every row a group may read (inside the block).
+      const int nk = std::min(bs, static_cast<int>(RoundUp(static_cast<size_t>(nv), 8)));
+      RowsToF32(kt, f16, nk, dim, kf, dp);
+      RowsToF32(vt, f16, nv, dim, vf, dp);
+      tile = TileRows{kf, vf, dp, false};
     }
-
-    for (size_t rv = 0; rv < rp; rv += N) {
-      int j = 0;
-      for (; j + 8 <= nc; j += 8)
-        ScoreKeys<8>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
-      for (; j + 4 <= nc; j += 4)
-        ScoreKeys<4>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
-      for (; j < nc; ++j) ScoreKeys<1>(df, qt + rv, rp, dim, kp + j * ks, ks, S + j * rp + rv);
-      SoftmaxTile(df, S + rv, rp, nc, static_cast<float>(start), posf + rv, m + rv, l + rv,
-                  alpha + rv);
-    }
-
     for (int r = 0; r < R; ++r) {
       const int64_t pos = a.positions[c.t0 + r / G];
       const int nvr = static_cast<int>(std::min<int64_t>(nv, pos - start + 1));
       if (nvr <= 0) continue;  // tile entirely after this row's position: nothing changes
-      AccumulateRow(df, O + r * dp, dp, alpha[r], S + r, rp, vp, vs, nvr);
+      float* qr = Q + static_cast<size_t>(r) * dp;
+      float* orow = O + static_cast<size_t>(r) * dp;
+      if (tile.f16) {
+        RowTile<uint16_t>(qr, chunks, tile, nvr, slots, S, st[r], orow);
+      } else {
+        RowTile<float>(qr, chunks, tile, nvr, slots, S, st[r], orow);
+      }
     }
   }
 
@@ -323,13 +434,9 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
     const int64_t t = c.t0 + r / G;
     const int h = g * G + r % G;
     float* dst = a.out + t * q_stride + static_cast<int64_t>(h) * dim;
-    const float* src = O + r * dp;
-    const VF lv = hn::Set(df, l[r]);
-    size_t d = 0;
-    for (; d + N <= static_cast<size_t>(dim); d += N) {
-      hn::StoreU(hn::Div(hn::Load(df, src + d), lv), df, dst + d);
-    }
-    for (; d < static_cast<size_t>(dim); ++d) dst[d] = src[d] / l[r];
+    const float* src = O + static_cast<size_t>(r) * dp;
+    const float l = st[r].l;
+    for (int d = 0; d < dim; ++d) dst[d] = src[d] / l;
   }
 }
 
