@@ -38,6 +38,7 @@ struct EngineConfig {
   DType kv_type = DType::F16;
   bool prefix_caching = true;
   bool static_batching = false;   // for comparison only: admit a new batch only when all finished
+  bool static_padding = true;     // ... and keep finished rows in the batch (padding) until then
   int threads = 0;                // compute threads; 0: all cores
   double kv_warn_ratio = 0.90;    // warn (log + metric) above this KV usage
 };
@@ -85,6 +86,7 @@ struct EngineStats {
   uint64_t prefix_hits = 0;       // prompt tokens found there
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
+  uint64_t padding_tokens = 0;    // rows computed for padded static batching (comparison mode)
   uint64_t steps = 0;
 };
 

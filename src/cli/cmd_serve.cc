@@ -38,7 +38,8 @@ Runner add_serve(CLI::App& app) {
                        chat_template;
     int port = 8080, max_seqs = 64, max_batched_tokens = 512, ctx = 0, max_queue = 256, threads = 0,
         http_threads = 0;
-    bool static_batching = false, no_prefix_caching = false, log_requests = false;
+    bool static_batching = false, static_no_padding = false, no_prefix_caching = false,
+         log_requests = false;
     double price_input = 0, price_output = 0, price_cached = -1, shutdown_grace = 10;
   };
   auto o = std::make_shared<Opts>();
@@ -64,7 +65,11 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--max-queue", o->max_queue,
                   "Waiting requests before answering 429 (default 256; 0: no limit)");
   cmd->add_flag("--static-batching", o->static_batching,
-                "Admit a new batch only when the running one finished (for comparison)");
+                "For comparison: request-level static batching, as a padded batch runs it (a new "
+                "batch is admitted only when the running one finished; finished rows stay in the "
+                "batch as padding until then)");
+  cmd->add_flag("--static-no-padding", o->static_no_padding,
+                "With --static-batching: drop finished rows (the batch shrinks as they finish)");
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable automatic prefix caching");
   cmd->add_option("-t,--threads", o->threads, "Compute threads (default: all cores)");
   cmd->add_option("--http-threads", o->http_threads,
@@ -98,6 +103,9 @@ Runner add_serve(CLI::App& app) {
     ec.max_model_len = o->ctx > 0 ? o->ctx : mc.ctx_train;
     ec.kv_type = *kvt;
     ec.static_batching = o->static_batching;
+    ec.static_padding = !o->static_no_padding;
+    if (o->static_no_padding && !o->static_batching)
+      fail("--static-no-padding only applies with --static-batching");
     ec.prefix_caching = !o->no_prefix_caching;
     ec.threads = o->threads;
     if (ec.max_model_len > mc.ctx_train && mc.ctx_train > 0)

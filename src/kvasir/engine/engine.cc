@@ -55,6 +55,16 @@ struct Engine::Impl {
   std::function<void(const EngineStats&)> observer;
   bool warned_pressure = false;
 
+  // Padded static batching (comparison mode, static_batching && static_padding): a finished
+  // sequence keeps its row in the batch until the batch's longest member finishes, as a padded
+  // static batch computes it: one padding token per step, attending over a context that grows
+  // like the sequence's would. Padding rows read and write only pad_kv's block (their results
+  // are never used), so they cannot disturb anyone's cache; batch invariance keeps every real
+  // row's result unchanged.
+  SeqBlocks pad_kv;
+  std::vector<int32_t> pad_table;  // max_len positions' worth of entries, all pad_kv's block
+  std::vector<int32_t> pad_pos;    // per padding row: its next position
+
   // Per-step scratch (reused: no allocation in steady state once sized).
   std::vector<ScheduledSeq> scheduled;
   std::vector<Sequence*> preempted;
@@ -71,7 +81,13 @@ struct Engine::Impl {
         pool(c.threads),
         storage(m.kv_shape(c.kv_type, c.block_size), n_blocks),
         kv(static_cast<int32_t>(n_blocks), c.block_size, c.prefix_caching),
-        sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01}, kv) {}
+        sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01}, kv) {
+    if (c.static_batching && c.static_padding) {
+      if (!kv.allocate_slots(pad_kv, 1)) fail("engine: no KV block left for static padding");
+      pad_table.assign(static_cast<size_t>((max_len + c.block_size - 1) / c.block_size),
+                       pad_kv.blocks[0]);
+    }
+  }
 
   void loop();
   void step();
@@ -217,6 +233,13 @@ void Engine::Impl::finish(Sequence* s, FinishReason r, const std::string& error)
   s->pending.finish_reason = r;
   s->pending.error = error;
   sched.remove(s);
+  if (!pad_table.empty()) {
+    if (sched.n_running() == 0) {
+      pad_pos.clear();  // the static batch is over
+    } else if (r != FinishReason::kAbort) {
+      pad_pos.push_back(static_cast<int32_t>(s->tokens.size()));
+    }
+  }
   emit(s);
 }
 
@@ -294,6 +317,14 @@ void Engine::Impl::step() {
     if (wants) sample_seqs.push_back(s);
     n_tokens += ss.n_new;
   }
+  const size_t n_padding = pad_pos.size();
+  if (!pad_pos.empty()) {
+    const int32_t si = batch.add_seq(pad_table);
+    for (int32_t& pos : pad_pos) {
+      batch.add_token(0, std::min(pos, max_len - 1), si, cfg.block_size, false);
+      ++pos;
+    }
+  }
   const size_t V = static_cast<size_t>(model.config().n_vocab);
   if (logits.size() < sample_seqs.size() * V) logits.resize(sample_seqs.size() * V);
   try {
@@ -330,6 +361,7 @@ void Engine::Impl::step() {
     stats.steps++;
     stats.prompt_tokens += prompt_done;
     stats.generation_tokens += sample_seqs.size();
+    stats.padding_tokens += n_padding;
   }
   for (uint64_t id : finished) live.erase(id);
 }
