@@ -132,7 +132,7 @@ HWY_INLINE float MaxLanes8(V8 v) {
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
   return _mm_cvtss_f32(m);
 }
-// Lanes j < n keep v, the others become -inf.
+// Lanes j < n keep v, the others become -inf (n may be <= 0 or >= 8).
 HWY_INLINE V8 KeepFirst8(V8 v, int n) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx));
@@ -211,7 +211,7 @@ HWY_INLINE float MaxLanes8(V8 v) {
   return m;
 }
 HWY_INLINE V8 KeepFirst8(V8 v, int n) {
-  for (int i = n; i < 8; ++i) v.v[i] = -std::numeric_limits<float>::infinity();
+  for (int i = std::max(n, 0); i < 8; ++i) v.v[i] = -std::numeric_limits<float>::infinity();
   return v;
 }
 #endif

@@ -189,28 +189,14 @@ HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc)
   return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(isum), acc);
 }
 
-template <int R, int T>
-HWY_INLINE void TileQ4(const Job& j, int64_t p, int64_t t) {
-  const PackedMatrix& W = *j.w;
-  const int64_t nb = W.cols() / kQK8_0;
-  const BlockQ8_0* xq = j.x->q8() + t * nb;
-  const float* xs = j.x->q8_scales() + t * nb;
-  const int32_t* xsum = j.x->q8_sums() + t * nb;
-  const uint8_t* codes[R];
-  const uint8_t* scales[R];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) {
-    codes[r] = W.panel(p + r);
-    scales[r] = codes[r] + W.scales_offset();
-  }
-  const __m256i mask = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
+// Exact integer dot products of one 32-column block, for R panels x T tokens: isum[r][i] holds
+// the 8 rows of panel p + r against token t + i.
+struct Q4Dots {
+  static constexpr size_t kCodeBytes = 128;
+  template <int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
+                               const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
+    const __m256i mask = _mm256_set1_epi8(0x0f);
     __m256i s16[R][T];
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
@@ -227,8 +213,8 @@ HWY_INLINE void TileQ4(const Job& j, int64_t p, int64_t t) {
         for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
-          const __m256i raw =
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 128 + v * 32));
+          const __m256i raw = _mm256_load_si256(
+              reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + v * 32));
           const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           KVASIR_UNROLL
@@ -237,51 +223,27 @@ HWY_INLINE void TileQ4(const Job& j, int64_t p, int64_t t) {
         }
       }
     }
-    __m256 dw[R];
-    KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
-      dw[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales[r] + b * 16)));
+    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
       const __m256i off = _mm256_set1_epi32(8 * xsum[i * nb + b]);
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][i], ones), off);
-        acc[r][i] = BlockFma(dw[r], xs + i * nb + b, isum, acc[r][i]);
-      }
+      for (int r = 0; r < R; ++r)
+        isum[r][i] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][i], ones), off);
     }
   }
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
-}
+};
 
-template <int R, int T>
-HWY_INLINE void TileQ8(const Job& j, int64_t p, int64_t t) {
-  const PackedMatrix& W = *j.w;
-  const int64_t nb = W.cols() / kQK8_0;
-  const BlockQ8_0* xq = j.x->q8() + t * nb;
-  const float* xs = j.x->q8_scales() + t * nb;
-  const uint8_t* codes[R];
-  const uint8_t* scales[R];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) {
-    codes[r] = W.panel(p + r);
-    scales[r] = codes[r] + W.scales_offset();
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i s32[R][T];
+struct Q8Dots {
+  static constexpr size_t kCodeBytes = 256;
+  template <int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, const int32_t*,
+                               int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
+    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) s32[r][i] = _mm256_setzero_si256();
+      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
       __m256i yb[T];
@@ -289,24 +251,50 @@ HWY_INLINE void TileQ8(const Job& j, int64_t p, int64_t t) {
       for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const __m256i wv =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * 256 + g * 32));
+        const __m256i wv = _mm256_load_si256(
+            reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + g * 32));
         const __m256i wa = _mm256_sign_epi8(wv, wv);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
           const __m256i p16 = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(yb[i], wv));
-          s32[r][i] = _mm256_add_epi32(s32[r][i], _mm256_madd_epi16(p16, ones));
+          isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(p16, ones));
         }
       }
     }
-    __m256 dw[R];
+  }
+};
+
+// Panels p .. p+R-1, tokens t .. t+T-1: per block, the exact integer dots, then
+// acc = fma(d_w * d_x, (float)isum, acc).
+template <class Dots, int R, int T>
+HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const int32_t* xsum = j.x->q8_sums() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) {
+    codes[r] = W.panel(p + r);
+    scales[r] = codes[r] + W.scales_offset();
+  }
+  __m256 acc[R][T];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
-      dw[r] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales[r] + b * 16)));
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i isum[R][T];
+    Dots::template Block<R, T>(codes, xq, xsum, nb, b, isum);
     KVASIR_UNROLL
-    for (int i = 0; i < T; ++i)
+    for (int r = 0; r < R; ++r) {
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales[r] + b * 16)));
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) acc[r][i] = BlockFma(dw[r], xs + i * nb + b, s32[r][i], acc[r][i]);
+      for (int i = 0; i < T; ++i) acc[r][i] = BlockFma(dw, xs + i * nb + b, isum[r][i], acc[r][i]);
+    }
   }
   KVASIR_UNROLL
   for (int r = 0; r < R; ++r)
@@ -320,7 +308,7 @@ struct Q4Kernel {
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ4<R, T>(j, p, t);
+    TileQ<Q4Dots, R, T>(j, p, t);
   }
 };
 
@@ -329,7 +317,7 @@ struct Q8Kernel {
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ8<R, T>(j, p, t);
+    TileQ<Q8Dots, R, T>(j, p, t);
   }
 };
 
