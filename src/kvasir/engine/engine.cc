@@ -304,7 +304,6 @@ void Engine::Impl::step() {
   const double t_sched = now_seconds();
   batch.clear();
   sample_seqs.clear();
-  int n_tokens = 0;
   for (const ScheduledSeq& ss : scheduled) {
     Sequence* s = ss.seq;
     if (s->first_scheduled == 0) s->first_scheduled = t_sched;
@@ -315,7 +314,6 @@ void Engine::Impl::step() {
       batch.add_token(s->tokens[static_cast<size_t>(p)], p, si, cfg.block_size,
                       wants && p == end - 1);
     if (wants) sample_seqs.push_back(s);
-    n_tokens += ss.n_new;
   }
   const size_t n_padding = pad_pos.size();
   if (!pad_pos.empty()) {
