@@ -302,22 +302,15 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
     for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
-struct Q4Kernel {
+template <class Dots>
+struct QuantKernel {
   static constexpr int kMaxT = 4;
-  // 16 registers: R x T float accumulators + R x T int16 sums + R code vectors + a broadcast.
+  // 16 registers: R x T float accumulators + R x T integer sums + R code vectors + T broadcasts;
+  // 4 panels for the GEMV keep 4 weight streams in flight (memory-level parallelism).
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ<Q4Dots, R, T>(j, p, t);
-  }
-};
-
-struct Q8Kernel {
-  static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
-  template <int R, int T>
-  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ<Q8Dots, R, T>(j, p, t);
+    TileQ<Dots, R, T>(j, p, t);
   }
 };
 
@@ -368,9 +361,9 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
     case DType::BF16:
       return Panels<FloatKernel<DType::BF16>>(j, p0, p1);
     case DType::Q8_0:
-      return Panels<Q8Kernel>(j, p0, p1);
+      return Panels<QuantKernel<Q8Dots>>(j, p0, p1);
     case DType::Q4_0:
-      return Panels<Q4Kernel>(j, p0, p1);
+      return Panels<QuantKernel<Q4Dots>>(j, p0, p1);
     default:
       return;  // rejected by the caller
   }
