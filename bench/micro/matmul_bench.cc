@@ -81,7 +81,7 @@ void Matmul110mArgs(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{768, 768}, {2048, 768}, {768, 2048},
                               {32000, 768}}) {
-      for (int64_t n : {1, 16, 32}) b->Args({static_cast<int64_t>(t), rows, cols, n});
+      for (int64_t n : {1, 16, 32, 512}) b->Args({static_cast<int64_t>(t), rows, cols, n});
     }
   }
   b->UseRealTime();
