@@ -93,8 +93,19 @@ Runner add_run(CLI::App& app) {
     const int n_prompt = static_cast<int>(ids.size());
     int ctx = o->ctx;
     if (ctx <= 0) {
+      // Never silently past the trained context: positions beyond it give garbage on most models.
+      if (cfg.ctx_train > 0 && n_prompt >= cfg.ctx_train)
+        fail(
+            "the prompt has {} tokens but the model's context is {} (GGUF {}.context_length); "
+            "shorten it, or pass --ctx to run past the trained length",
+            n_prompt, cfg.ctx_train, cfg.arch);
       ctx = o->n < 0 ? cfg.ctx_train : std::min(cfg.ctx_train, n_prompt + o->n);
       ctx = std::max(ctx, n_prompt + 1);
+    } else if (cfg.ctx_train > 0 && ctx > cfg.ctx_train) {
+      std::fprintf(stderr,
+                   "[kvasir] warning: --ctx %d is past the model's trained context %d; output "
+                   "quality there is not guaranteed\n",
+                   ctx, cfg.ctx_train);
     }
     if (n_prompt >= ctx)
       fail("the prompt has {} tokens, which does not leave room to generate in a context of {}",

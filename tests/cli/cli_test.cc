@@ -153,6 +153,14 @@ TEST(Cli, ErrorsAreClear) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("prompt has"), std::string::npos) << r.err;
 
+  // Longer than the model's trained context (stories260K: 2048) with no --ctx: refused by name.
+  std::string lng;
+  for (int i = 0; i < 2100; ++i) lng += " hello";
+  r = kvasir("run -m " + q(stories()) + " -p '" + lng + "' -n 4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("llama.context_length"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+
   r = kvasir("run -m " + q(stories()) + " -p hi --temp -1");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("temperature"), std::string::npos) << r.err;
