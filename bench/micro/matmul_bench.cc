@@ -117,6 +117,10 @@ BENCHMARK(BM_MatmulCold)
     ->Args({static_cast<int64_t>(DType::Q4_0), 5632, 2048})
     ->Args({static_cast<int64_t>(DType::Q8_0), 2048, 5632})
     ->Args({static_cast<int64_t>(DType::F16), 2048, 5632})
+    // llama-110m's matrices: each call streams only 0.3-1.8 MB, so start-up costs show.
+    ->Args({static_cast<int64_t>(DType::Q4_0), 768, 768})
+    ->Args({static_cast<int64_t>(DType::Q4_0), 4096, 768})
+    ->Args({static_cast<int64_t>(DType::Q4_0), 768, 2048})
     ->UseRealTime();
 
 // Prefill of a 512-token prompt through one 2048x2048 Q4_0 matrix: one GEMM versus 512 GEMVs.
