@@ -48,9 +48,7 @@ Runner add_plan(CLI::App& app) {
       fail("--kv-dtype: expected f16 or f32, got '{}'", o->kv_dtype);
     opt.kv_type = *kvt;
     auto model = Model::load(o->model, Model::LoadOptions{.pack = false});
-    if (opt.ctx > model->config().ctx_train && model->config().ctx_train > 0)
-      fmt::print(stderr, "warning: --ctx {} is beyond the model's training context of {} tokens\n",
-                 opt.ctx, model->config().ctx_train);
+    warn_if_past_trained_context(opt.ctx, model->config().ctx_train);
     Plan plan = plan_memory(model->config(), static_cast<int64_t>(model->weight_bytes()), opt);
     fmt::print("model: {} ({}, {} layers, {} KV heads x {} dims)\n", o->model,
                dtype_name(model->weight_type()), model->config().n_layers,

@@ -101,11 +101,8 @@ Runner add_run(CLI::App& app) {
             n_prompt, cfg.ctx_train, cfg.arch);
       ctx = o->n < 0 ? cfg.ctx_train : std::min(cfg.ctx_train, n_prompt + o->n);
       ctx = std::max(ctx, n_prompt + 1);
-    } else if (cfg.ctx_train > 0 && ctx > cfg.ctx_train) {
-      std::fprintf(stderr,
-                   "[kvasir] warning: --ctx %d is past the model's trained context %d; output "
-                   "quality there is not guaranteed\n",
-                   ctx, cfg.ctx_train);
+    } else {
+      warn_if_past_trained_context(ctx, cfg.ctx_train);
     }
     if (n_prompt >= ctx)
       fail("the prompt has {} tokens, which does not leave room to generate in a context of {}",

@@ -108,9 +108,7 @@ Runner add_serve(CLI::App& app) {
       fail("--static-no-padding only applies with --static-batching");
     ec.prefix_caching = !o->no_prefix_caching;
     ec.threads = o->threads;
-    if (ec.max_model_len > mc.ctx_train && mc.ctx_train > 0)
-      fmt::print(stderr, "warning: --ctx {} is beyond the model's training context of {} tokens\n",
-                 ec.max_model_len, mc.ctx_train);
+    warn_if_past_trained_context(ec.max_model_len, mc.ctx_train);
     {
       PlanOptions po;
       if (!o->memory.empty()) {

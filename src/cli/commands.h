@@ -3,7 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <functional>
 
 namespace kvasir::cli {
@@ -20,5 +23,15 @@ Runner add_template(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_serve(CLI::App& app);
+
+// The warning of every command that takes --ctx, when it asks for more than the model was trained
+// on (ctx_train 0: the GGUF does not say).
+inline void warn_if_past_trained_context(int64_t ctx, int64_t ctx_train) {
+  if (ctx_train > 0 && ctx > ctx_train)
+    fmt::print(stderr,
+               "warning: --ctx {} is beyond the model's training context of {} tokens; output "
+               "quality there is not guaranteed\n",
+               ctx, ctx_train);
+}
 
 }  // namespace kvasir::cli

@@ -160,6 +160,10 @@ TEST(Cli, ErrorsAreClear) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("llama.context_length"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+  // Asked for explicitly, a longer context runs, with the same warning as plan and serve give.
+  r = kvasir("run -m " + q(stories()) + " -p 'Once' -n 4 --ctx 4096");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("beyond the model's training context of 2048"), std::string::npos) << r.err;
 
   r = kvasir("run -m " + q(stories()) + " -p hi --temp -1");
   EXPECT_EQ(r.code, 1);

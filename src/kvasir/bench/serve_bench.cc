@@ -149,6 +149,10 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
   auto uni = [&](int lo, int hi) {
     return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1));
   };
+  auto exponential = [&](double mean) {  // u in (0, 1) from 53 random bits
+    const double u = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
+    return -mean * std::log(u);
+  };
   std::vector<int32_t> prefix(static_cast<size_t>(opt.shared_prefix));
   for (auto& t : prefix) t = uni(opt.vocab_lo, opt.vocab_hi - 1);
   std::vector<Job> jobs(static_cast<size_t>(opt.requests));
@@ -159,16 +163,13 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
     for (int i = 0; i < n; ++i) j.prompt.push_back(uni(opt.vocab_lo, opt.vocab_hi - 1));
     if (opt.output_dist == OutputDist::kExponential) {
       // Heavy-tailed, like real chat traffic: many short answers, a few long ones.
-      const double u = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
-      const double mean = (opt.output_max - opt.output_min) / 4.0;
-      const double len = opt.output_min - mean * std::log(u);
+      const double len = opt.output_min + exponential((opt.output_max - opt.output_min) / 4.0);
       j.max_tokens = static_cast<int>(std::min<double>(opt.output_max, std::floor(len)));
     } else {
       j.max_tokens = uni(opt.output_min, opt.output_max);
     }
     if (opt.rate > 0) {
-      const double u = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
-      t += -std::log(u) / opt.rate;
+      t += exponential(1.0 / opt.rate);  // Poisson arrivals
       j.send_at = t;
     }
   }

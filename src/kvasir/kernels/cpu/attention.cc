@@ -517,10 +517,7 @@ void attention(const PagedKVLayer& kv, const AttentionArgs& a, ThreadPool& pool)
     if (s < 0 || (a.n_seqs >= 0 && s >= a.n_seqs)) {
       fail("attention: token {} has seq_index {} (n_seqs {})", t, s, a.n_seqs);
     }
-    // Positions are compared as floats inside the kernel: exact below 2^24.
-    if (pos < 0 || pos >= (1 << 24)) {
-      fail("attention: token {} has position {} (supported: 0 .. 2^24-1)", t, pos);
-    }
+    if (pos < 0) fail("attention: token {} has negative position {}", t, pos);
     if (pos / kv.block_size >= a.seqs[s].n_blocks || a.seqs[s].block_table == nullptr) {
       fail("attention: token {} at position {} needs {} KV blocks but sequence {} has {}", t, pos,
            pos / kv.block_size + 1, s, a.seqs[s].n_blocks);
