@@ -80,7 +80,28 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
   n_tokens_ = n_tokens;
   cols_ = cols;
   for_type_ = for_type;
-  if (!is_quantized(for_type)) return;
+  tiles_ = nullptr;
+  if (!is_quantized(for_type)) {
+    if (n_tokens < 2 || cols == 0) return;
+    const auto n = static_cast<size_t>(n_tokens * cols);
+    if (tile_buf_.size() < n) tile_buf_.resize(n);
+    float* out = tile_buf_.data();
+    const int64_t n_tiles = (n_tokens + kFloatTokenTile - 1) / kFloatTokenTile;
+    auto pack = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t0 = i * kFloatTokenTile;
+        const int64_t T = std::min(kFloatTokenTile, n_tokens - t0);
+        matmul_detail::interleave_tokens(x + t0 * cols, T, cols, out + t0 * cols);
+      }
+    };
+    if (pool.size() == 1 || n_tokens * cols < kMinParallelBlocks * kQK8_0) {
+      pack(0, n_tiles);
+    } else {
+      pool.parallel_for(n_tiles, [&](int64_t i0, int64_t i1, int) { pack(i0, i1); });
+    }
+    tiles_ = out;
+    return;
+  }
   if (cols % kQK8_0 != 0) {
     fail(
         "Activations::prepare: {} columns is not a multiple of the q8_0 block size {} (needed "

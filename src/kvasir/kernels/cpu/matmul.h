@@ -42,15 +42,24 @@ struct Matrix {
   const void* data = nullptr;  // rows * row_bytes(type, cols) bytes
 };
 
+// Tokens per activation tile of the float-family GEMM (F32/F16/BF16 weights).
+constexpr int64_t kFloatTokenTile = 6;
+
 // Activations prepared for one weight dtype family. Reused across all matmuls that read the same
 // input (e.g. Q, K and V projections), so quantization happens once per input per step.
 // Buffers grow on first use and are then reused: no allocation in steady state.
 class Activations {
  public:
   // Points at x (n_tokens x cols floats, not copied) and quantizes it if `for_type` needs it.
+  // For float-family weights and several tokens it also copies x into token tiles (f32_tiles()).
   void prepare(const float* x, int64_t n_tokens, int64_t cols, DType for_type, ThreadPool& pool);
 
   const float* f32() const { return x_; }
+  // x regrouped for the float-family GEMM: tokens in tiles of kFloatTokenTile (the last tile holds
+  // the remaining T tokens); the tile that starts at token t begins at f32_tiles() + t * cols and
+  // holds its T tokens interleaved column by column: element (t + i, k) is at [k * T + i]. So one
+  // stream feeds a tile's broadcasts. With one token this is x itself (the same layout).
+  const float* f32_tiles() const { return tiles_ != nullptr ? tiles_ : x_; }
   const BlockQ8_0* q8() const { return q8_.data(); }
   // Scale of each Q8_0 block as a float (fp16_to_fp32(q8()[i].d)), so kernels skip the conversion.
   const float* q8_scales() const { return q8_scale_.data(); }
@@ -65,6 +74,8 @@ class Activations {
   int64_t n_tokens_ = 0;
   int64_t cols_ = 0;
   DType for_type_ = DType::F32;
+  const float* tiles_ = nullptr;  // tile_buf_.data() when tiles were built, else null
+  std::vector<float> tile_buf_;
   std::vector<BlockQ8_0> q8_;
   std::vector<float> q8_scale_;
   std::vector<int32_t> q8_sum_;

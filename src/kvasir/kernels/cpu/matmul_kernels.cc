@@ -137,23 +137,26 @@ template <DType WT, int R, int T>
 HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   using L = FloatLoad<WT>;
   const int64_t cols = j.w->cols();
-  const float* x = j.x->f32() + t * cols;
-  const uint8_t* w[R];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) w[r] = j.w->panel(p + r);
+  // The tile's T tokens, interleaved (Activations::f32_tiles): token t + i, column k at [k*T + i].
+  const float* x = j.x->f32_tiles() + t * cols;
+  // Panel p + r is r * pb bytes after panel p: one pointer walks all R panels (fewer address
+  // registers and increments in the loop than R separate pointers).
+  const uint8_t* w = j.w->panel(p);
+  const size_t pb = j.w->panel_bytes();
   __m256 acc[R][T];
   KVASIR_UNROLL
   for (int r = 0; r < R; ++r)
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   constexpr size_t kStep = kP * L::kBytes;
-  for (int64_t k = 0; k < cols; ++k) {
+  const float* const x_end = x + cols * T;
+  for (; x != x_end; x += T, w += kStep) {
     __m256 wv[R];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) wv[r] = L::Load(w[r] + static_cast<size_t>(k) * kStep);
+    for (int r = 0; r < R; ++r) wv[r] = L::Load(w + r * pb);
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i * cols + k);
+      const __m256 xb = _mm256_broadcast_ss(x + i);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) acc[r][i] = _mm256_fmadd_ps(wv[r], xb, acc[r][i]);
     }
@@ -435,6 +438,47 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
 #endif  // KVASIR_MATMUL_X86
 
 // ------------------------------------------------------------------------------------------------
+// Token tiles of the float GEMM (a transpose of T <= 6 rows: pure data movement).
+
+void InterleaveTokens(const float* x, int64_t T, int64_t cols, float* out) {
+  int64_t k = 0;
+#if KVASIR_MATMUL_X86
+  if (T > 1) {
+    // 8 columns at a time: an 8x8 transpose of the T rows (absent rows are zero), then T lanes
+    // of each transposed column stored with a mask.
+    alignas(32) int32_t lanes[8];
+    for (int i = 0; i < 8; ++i) lanes[i] = i < T ? -1 : 0;
+    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    for (; k + 8 <= cols; k += 8) {
+      __m256 r[8];
+      KVASIR_UNROLL
+      for (int i = 0; i < 8; ++i) {
+        r[i] = i < T ? _mm256_loadu_ps(x + i * cols + k) : _mm256_setzero_ps();
+      }
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      const __m256 c[8] = {
+          _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+          _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+          _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+          _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      KVASIR_UNROLL
+      for (int c8 = 0; c8 < 8; ++c8) _mm256_maskstore_ps(out + (k + c8) * T, mask, c[c8]);
+    }
+  }
+#endif
+  for (; k < cols; ++k) {
+    for (int64_t i = 0; i < T; ++i) out[k * T + i] = x[i * cols + k];
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Activation quantization, bit-identical to kvasir::quantize_block_q8_0 for finite input.
 
 void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
@@ -489,6 +533,7 @@ namespace kvasir::cpu::matmul_detail {
 
 HWY_EXPORT(MatmulPanels);
 HWY_EXPORT(QuantizeQ8Blocks);
+HWY_EXPORT(InterleaveTokens);
 HWY_EXPORT(TargetName);
 
 void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1) {
@@ -498,6 +543,10 @@ void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_
 void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
                           int64_t b1) {
   HWY_DYNAMIC_DISPATCH(QuantizeQ8Blocks)(x, q, scales, sums, b0, b1);
+}
+
+void interleave_tokens(const float* x, int64_t T, int64_t cols, float* out) {
+  HWY_DYNAMIC_DISPATCH(InterleaveTokens)(x, T, cols, out);
 }
 
 const char* chosen_target_name() {

@@ -20,6 +20,10 @@ void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_
 void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
                           int64_t b1);
 
+// out[k * T + i] = x[i * cols + k] for i < T (1 <= T <= kFloatTokenTile), k < cols: one token
+// tile of Activations::f32_tiles().
+void interleave_tokens(const float* x, int64_t T, int64_t cols, float* out);
+
 const char* chosen_target_name();
 std::vector<std::string> runnable_target_names();
 bool force_target(const std::string& name);
