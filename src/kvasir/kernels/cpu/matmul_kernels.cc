@@ -443,33 +443,35 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
 void InterleaveTokens(const float* x, int64_t T, int64_t cols, float* out) {
   int64_t k = 0;
 #if KVASIR_MATMUL_X86
-  if (T > 1) {
-    // 8 columns at a time: an 8x8 transpose of the T rows (absent rows are zero), then T lanes
-    // of each transposed column stored with a mask.
-    alignas(32) int32_t lanes[8];
-    for (int i = 0; i < 8; ++i) lanes[i] = i < T ? -1 : 0;
-    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+  if (T == kFloatTokenTile) {
+    // Full tiles (all but the last): 8 columns at a time, an 8x8 transpose of the 6 rows (two
+    // zero rows), then 6 floats per column as a 4-float and a 2-float store (AMD's masked stores
+    // are microcoded and were the slower choice). The ragged last tile takes the scalar loop.
+    static_assert(kFloatTokenTile == 6);
+    const __m256 z = _mm256_setzero_ps();
     for (; k + 8 <= cols; k += 8) {
-      __m256 r[8];
-      KVASIR_UNROLL
-      for (int i = 0; i < 8; ++i) {
-        r[i] = i < T ? _mm256_loadu_ps(x + i * cols + k) : _mm256_setzero_ps();
-      }
-      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 r0 = _mm256_loadu_ps(x + k), r1 = _mm256_loadu_ps(x + cols + k);
+      const __m256 r2 = _mm256_loadu_ps(x + 2 * cols + k), r3 = _mm256_loadu_ps(x + 3 * cols + k);
+      const __m256 r4 = _mm256_loadu_ps(x + 4 * cols + k), r5 = _mm256_loadu_ps(x + 5 * cols + k);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
       const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
       const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      // Rows 4 and 5 only: lanes 0-1 (and 4-5) of each column's upper half.
+      const __m256 u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
       const __m256 c[8] = {
           _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
           _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
           _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
           _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
       KVASIR_UNROLL
-      for (int c8 = 0; c8 < 8; ++c8) _mm256_maskstore_ps(out + (k + c8) * T, mask, c[c8]);
+      for (int c8 = 0; c8 < 8; ++c8) {
+        float* o = out + (k + c8) * 6;
+        _mm_storeu_ps(o, _mm256_castps256_ps128(c[c8]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(o + 4), _mm256_extractf128_ps(c[c8], 1));
+      }
     }
   }
 #endif
