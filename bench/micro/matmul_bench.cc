@@ -88,6 +88,19 @@ void Matmul110mArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Name("BM_Matmul110m")->Apply(Matmul110mArgs);
 
+// TinyLlama-1.1B's FFN (dim 2048, ffn 5632) in a 512-token prefill: the longest rows a GEMM of
+// BENCH.md's models walks (5632 columns, the down projection).
+void MatmulTinyllamaArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "rows", "cols", "tokens"});
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5632, 2048}, {2048, 5632}}) {
+      b->Args({static_cast<int64_t>(t), rows, cols, 512});
+    }
+  }
+  b->UseRealTime();
+}
+BENCHMARK(BM_Matmul)->Name("BM_MatmulTinyllama")->Apply(MatmulTinyllamaArgs);
+
 // GEMV from DRAM: cycles through copies of the matrix totalling > 64 MiB (more than L3).
 void BM_MatmulCold(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));

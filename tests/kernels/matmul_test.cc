@@ -227,11 +227,12 @@ TEST_P(PerTarget, BitIdenticalToTheContractLoop) {
   // Rows leaving partial panels and odd panel counts; token counts covering every tile width
   // (1..6) and their tails; float columns that are no multiple of anything.
   // {40, 320, 64} is large enough for the activations to be prepared (tiled or quantized) on the
-  // pool.
-  const Shape shapes_f[] = {{37, 77, 1}, {70, 33, 13}, {300, 160, 7},
-                            {8, 5, 6},   {3, 1, 2},    {40, 320, 64}};
-  const Shape shapes_q[] = {{37, 96, 1}, {70, 64, 13}, {300, 544, 7},
-                            {8, 32, 4},  {3, 32, 5},   {40, 320, 64}};
+  // pool; {21, 1100, 13} has long rows (activation tiles of 26 KB) with partial panels, full and
+  // ragged token tiles.
+  const Shape shapes_f[] = {{37, 77, 1}, {70, 33, 13},  {300, 160, 7}, {8, 5, 6},
+                            {3, 1, 2},   {40, 320, 64}, {21, 1100, 13}};
+  const Shape shapes_q[] = {{37, 96, 1}, {70, 64, 13},  {300, 544, 7}, {8, 32, 4},
+                            {3, 32, 5},  {40, 320, 64}, {21, 1120, 13}};
   for (DType t : kAllTypes) {
     for (const Shape& s : is_quant(t) ? shapes_q : shapes_f) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" +
