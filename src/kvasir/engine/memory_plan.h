@@ -9,7 +9,8 @@
 //   activations  an estimate of the forward pass's scratch for one step of max_batched_tokens
 //                tokens (the f32 buffers Model::forward keeps: 2 x dim, 2 x q_dim, 2 x kv_dim,
 //                2 x ffn_dim per token, plus one int8 copy of the widest input row per token for
-//                quantized matmuls) and max_seqs rows of logits (n_vocab + dim floats each),
+//                quantized matmuls or one f32 copy, regrouped in token tiles, for float ones)
+//                and max_seqs rows of logits (n_vocab + dim floats each),
 //                doubled for the sampler's and the engine's per-row buffers.
 //   margin       a fixed headroom (PlanOptions::margin_bytes, 64 MiB by default) for the
 //                allocator, thread stacks, the tokenizer and the HTTP server.
