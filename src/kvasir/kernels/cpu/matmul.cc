@@ -26,6 +26,8 @@ constexpr size_t kGemmChunkBytes = 192 * 1024;
 constexpr int64_t kMinParallelMacs = int64_t{1} << 16;
 // Activation quantization runs on the pool only above this many blocks.
 constexpr int64_t kMinParallelBlocks = 512;
+// Regrouping float activations into token tiles runs on the pool above as many floats.
+constexpr int64_t kMinParallelTileFloats = kMinParallelBlocks * kQK8_0;
 
 bool is_quantized(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0;
@@ -94,7 +96,7 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
         matmul_detail::interleave_tokens(x + t0 * cols, T, cols, out + t0 * cols);
       }
     };
-    if (pool.size() == 1 || n_tokens * cols < kMinParallelBlocks * kQK8_0) {
+    if (pool.size() == 1 || n_tokens * cols < kMinParallelTileFloats) {
       pack(0, n_tiles);
     } else {
       pool.parallel_for(n_tiles, [&](int64_t i0, int64_t i1, int) { pack(i0, i1); });
