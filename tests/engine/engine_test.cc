@@ -239,6 +239,35 @@ TEST(Engine, StreamsTextAndStopsOnStopString) {
   EXPECT_EQ(c.final_out[id].finish_reason, FinishReason::kStop);
 }
 
+// A client that has its last token and then reads the metrics must find every token counted:
+// the engine counts a step's tokens before it hands them out.
+TEST(Engine, StatsCountTokensBeforeTheyAreDelivered) {
+  EngineConfig cfg;
+  cfg.max_model_len = 128;
+  Engine engine(*fx().model, fx().tok, cfg);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  uint64_t delivered = 0;
+  std::vector<uint64_t> counted;  // stats().generation_tokens seen at each delivery
+  engine.submit(greedy({1}, 12), [&](const RequestOutput& o) {
+    const uint64_t c = engine.stats().generation_tokens;
+    std::lock_guard lk(mu);
+    delivered += o.tokens.size();
+    counted.push_back(c);
+    EXPECT_GE(c, delivered) << "a token reached the client before the engine counted it";
+    if (o.finished) {
+      done = true;
+      cv.notify_all();
+    }
+  });
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return done; });
+  EXPECT_EQ(delivered, 12u);
+  ASSERT_FALSE(counted.empty());
+  EXPECT_EQ(counted.back(), 12u);
+}
+
 TEST(Engine, RefusesRequestsThatCanNeverBeServed) {
   EngineConfig cfg;
   cfg.max_model_len = 64;

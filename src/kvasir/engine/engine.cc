@@ -345,6 +345,15 @@ void Engine::Impl::step() {
     if (before < s->n_prompt)
       prompt_done += static_cast<uint64_t>(std::min(s->num_computed, s->n_prompt) - before);
   }
+  // Counted before the tokens are handed out: a client that has its last token and then reads
+  // the metrics must find it counted.
+  {
+    std::lock_guard lk(mu);
+    stats.steps++;
+    stats.prompt_tokens += prompt_done;
+    stats.generation_tokens += sample_seqs.size();
+    stats.padding_tokens += n_padding;
+  }
   const double now = now_seconds();
   std::vector<uint64_t> finished;
   for (size_t i = 0; i < sample_seqs.size(); ++i) {
@@ -353,13 +362,6 @@ void Engine::Impl::step() {
     const int32_t t = s->sampler->sample(&logits[i * V], static_cast<int32_t>(V), sr);
     append_token(s, t, sr ? *sr : sample_result, now);
     if (s->status == SeqStatus::kFinished) finished.push_back(s->id);
-  }
-  {
-    std::lock_guard lk(mu);
-    stats.steps++;
-    stats.prompt_tokens += prompt_done;
-    stats.generation_tokens += sample_seqs.size();
-    stats.padding_tokens += n_padding;
   }
   for (uint64_t id : finished) live.erase(id);
 }

@@ -22,6 +22,21 @@ bool is_matmul_type(DType t) {
          t == DType::Q4_0;
 }
 
+// The row-wise work between matmuls (norms, RoPE, residual adds, SwiGLU) runs on the pool, split
+// by token rows, when a step has enough of it: it costs about a nanosecond per float, waking the
+// pool a few microseconds. A row's result does not depend on how the rows are split. (The shapes
+// these ops check were validated when the model was loaded, so nothing throws on a worker.)
+constexpr int64_t kMinParallelRowFloats = int64_t{1} << 15;
+
+template <class F>
+void for_rows(ThreadPool& pool, int64_t n, int64_t floats_per_row, F&& fn) {
+  if (pool.size() == 1 || n < 2 || n * floats_per_row < kMinParallelRowFloats) {
+    fn(int64_t{0}, n);
+  } else {
+    pool.parallel_for(n, [&](int64_t t0, int64_t t1, int) { fn(t0, t1); });
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
@@ -195,7 +210,10 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
     const cpu::PagedKVLayer kvl = kv.layer(l);
 
     // Attention block.
-    cpu::rms_norm(x_.data(), L.attn_norm, h_.data(), n, c.dim, c.rms_eps);
+    for_rows(pool, n, c.dim, [&](int64_t t0, int64_t t1) {
+      cpu::rms_norm(&x_[static_cast<size_t>(t0 * c.dim)], L.attn_norm,
+                    &h_[static_cast<size_t>(t0 * c.dim)], t1 - t0, c.dim, c.rms_eps);
+    });
     const cpu::MatmulOutput qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     project(h_.data(), n, c.dim, qkv, pool);
     if (L.bq) {
@@ -205,24 +223,38 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
         cpu::add(&v_[static_cast<size_t>(t * c.kv_dim())], L.bv, c.kv_dim());
       }
     }
-    cpu::rope(q_.data(), b.positions.data(), n, c.n_heads, c.head_dim, c.rope_dim,
-              inv_freq_.data(), c.rope_neox);
-    cpu::rope(k_.data(), b.positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim,
-              inv_freq_.data(), c.rope_neox);
+    for_rows(pool, n, c.q_dim() + c.kv_dim(), [&](int64_t t0, int64_t t1) {
+      const int32_t* pos = b.positions.data() + t0;
+      cpu::rope(&q_[static_cast<size_t>(t0 * c.q_dim())], pos, t1 - t0, c.n_heads, c.head_dim,
+                c.rope_dim, inv_freq_.data(), c.rope_neox);
+      cpu::rope(&k_[static_cast<size_t>(t0 * c.kv_dim())], pos, t1 - t0, c.n_kv_heads,
+                c.head_dim, c.rope_dim, inv_freq_.data(), c.rope_neox);
+    });
     cpu::kv_write(kvl, k_.data(), v_.data(), b.slots.data(), n);
     cpu::attention(kvl, aa, pool);
     act_.prepare(att_.data(), n, c.q_dim(), L.wo.type(), pool);
     cpu::matmul(L.wo, act_, h_.data(), pool);
-    cpu::add(x_.data(), h_.data(), n * c.dim);
+    // Residual, then the feed-forward block's norm, row by row.
+    for_rows(pool, n, 2 * int64_t{c.dim}, [&](int64_t t0, int64_t t1) {
+      float* x = &x_[static_cast<size_t>(t0 * c.dim)];
+      float* h = &h_[static_cast<size_t>(t0 * c.dim)];
+      cpu::add(x, h, (t1 - t0) * c.dim);
+      cpu::rms_norm(x, L.ffn_norm, h, t1 - t0, c.dim, c.rms_eps);
+    });
 
     // Feed-forward block (SwiGLU).
-    cpu::rms_norm(x_.data(), L.ffn_norm, h_.data(), n, c.dim, c.rms_eps);
     const cpu::MatmulOutput gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     project(h_.data(), n, c.dim, gate_up, pool);
-    cpu::swiglu(gate_.data(), up_.data(), gate_.data(), n * c.ffn_dim);
+    for_rows(pool, n, c.ffn_dim, [&](int64_t t0, int64_t t1) {
+      float* g = &gate_[static_cast<size_t>(t0 * c.ffn_dim)];
+      cpu::swiglu(g, &up_[static_cast<size_t>(t0 * c.ffn_dim)], g, (t1 - t0) * c.ffn_dim);
+    });
     act_.prepare(gate_.data(), n, c.ffn_dim, L.w_down.type(), pool);
     cpu::matmul(L.w_down, act_, h_.data(), pool);
-    cpu::add(x_.data(), h_.data(), n * c.dim);
+    for_rows(pool, n, c.dim, [&](int64_t t0, int64_t t1) {
+      cpu::add(&x_[static_cast<size_t>(t0 * c.dim)], &h_[static_cast<size_t>(t0 * c.dim)],
+               (t1 - t0) * c.dim);
+    });
   }
 
   if (n_out == 0) return;
