@@ -23,10 +23,11 @@ int64_t activation_bytes(const ModelConfig& c, const PlanOptions& o) {
   const int64_t n = o.max_batched_tokens;
   const int64_t per_token_f32 = 2 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} +
                                 2 * int64_t{c.kv_dim()} + 2 * int64_t{c.ffn_dim};
-  // The matmul input prepared once per step: int8 codes + block scales (quantized weights) or an
-  // f32 copy in token tiles (float weights; cpu::Activations::f32_tiles), of the widest input.
+  // The matmul input prepared once per step, for the widest input: an f32 copy in token tiles
+  // (float weights; cpu::Activations::f32_tiles), 4 bytes a value, which also covers the int8
+  // codes, scales and sums of quantized weights (about 1.3 bytes a value).
   const int64_t widest = std::max({int64_t{c.dim}, int64_t{c.q_dim()}, int64_t{c.ffn_dim}});
-  const int64_t per_token_prepared = std::max(widest + 64, 4 * widest);
+  const int64_t per_token_prepared = 4 * widest;
   const int64_t rows = std::min<int64_t>(n, o.max_seqs);
   const int64_t logits = rows * (int64_t{c.n_vocab} + c.dim) * 4;
   return 2 * (n * (per_token_f32 * 4 + per_token_prepared) + logits);

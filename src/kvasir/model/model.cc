@@ -28,6 +28,11 @@ bool is_matmul_type(DType t) {
 // these ops check were validated when the model was loaded, so nothing throws on a worker.)
 constexpr int64_t kMinParallelRowFloats = int64_t{1} << 15;
 
+// Row t of a buffer of rows of `width` floats.
+float* row(std::vector<float>& buf, int64_t t, int64_t width) {
+  return buf.data() + static_cast<size_t>(t * width);
+}
+
 template <class F>
 void for_rows(ThreadPool& pool, int64_t n, int64_t floats_per_row, F&& fn) {
   if (pool.size() == 1 || n < 2 || n * floats_per_row < kMinParallelRowFloats) {
@@ -211,8 +216,8 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
 
     // Attention block.
     for_rows(pool, n, c.dim, [&](int64_t t0, int64_t t1) {
-      cpu::rms_norm(&x_[static_cast<size_t>(t0 * c.dim)], L.attn_norm,
-                    &h_[static_cast<size_t>(t0 * c.dim)], t1 - t0, c.dim, c.rms_eps);
+      cpu::rms_norm(row(x_, t0, c.dim), L.attn_norm, row(h_, t0, c.dim), t1 - t0, c.dim,
+                    c.rms_eps);
     });
     const cpu::MatmulOutput qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     project(h_.data(), n, c.dim, qkv, pool);
@@ -225,10 +230,10 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
     }
     for_rows(pool, n, c.q_dim() + c.kv_dim(), [&](int64_t t0, int64_t t1) {
       const int32_t* pos = b.positions.data() + t0;
-      cpu::rope(&q_[static_cast<size_t>(t0 * c.q_dim())], pos, t1 - t0, c.n_heads, c.head_dim,
-                c.rope_dim, inv_freq_.data(), c.rope_neox);
-      cpu::rope(&k_[static_cast<size_t>(t0 * c.kv_dim())], pos, t1 - t0, c.n_kv_heads,
-                c.head_dim, c.rope_dim, inv_freq_.data(), c.rope_neox);
+      cpu::rope(row(q_, t0, c.q_dim()), pos, t1 - t0, c.n_heads, c.head_dim, c.rope_dim,
+                inv_freq_.data(), c.rope_neox);
+      cpu::rope(row(k_, t0, c.kv_dim()), pos, t1 - t0, c.n_kv_heads, c.head_dim, c.rope_dim,
+                inv_freq_.data(), c.rope_neox);
     });
     cpu::kv_write(kvl, k_.data(), v_.data(), b.slots.data(), n);
     cpu::attention(kvl, aa, pool);
@@ -236,8 +241,8 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
     cpu::matmul(L.wo, act_, h_.data(), pool);
     // Residual, then the feed-forward block's norm, row by row.
     for_rows(pool, n, 2 * int64_t{c.dim}, [&](int64_t t0, int64_t t1) {
-      float* x = &x_[static_cast<size_t>(t0 * c.dim)];
-      float* h = &h_[static_cast<size_t>(t0 * c.dim)];
+      float* x = row(x_, t0, c.dim);
+      float* h = row(h_, t0, c.dim);
       cpu::add(x, h, (t1 - t0) * c.dim);
       cpu::rms_norm(x, L.ffn_norm, h, t1 - t0, c.dim, c.rms_eps);
     });
@@ -246,14 +251,13 @@ void Model::forward(const Batch& b, const KVStorage& kv, float* logits, ThreadPo
     const cpu::MatmulOutput gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     project(h_.data(), n, c.dim, gate_up, pool);
     for_rows(pool, n, c.ffn_dim, [&](int64_t t0, int64_t t1) {
-      float* g = &gate_[static_cast<size_t>(t0 * c.ffn_dim)];
-      cpu::swiglu(g, &up_[static_cast<size_t>(t0 * c.ffn_dim)], g, (t1 - t0) * c.ffn_dim);
+      float* g = row(gate_, t0, c.ffn_dim);
+      cpu::swiglu(g, row(up_, t0, c.ffn_dim), g, (t1 - t0) * c.ffn_dim);
     });
     act_.prepare(gate_.data(), n, c.ffn_dim, L.w_down.type(), pool);
     cpu::matmul(L.w_down, act_, h_.data(), pool);
     for_rows(pool, n, c.dim, [&](int64_t t0, int64_t t1) {
-      cpu::add(&x_[static_cast<size_t>(t0 * c.dim)], &h_[static_cast<size_t>(t0 * c.dim)],
-               (t1 - t0) * c.dim);
+      cpu::add(row(x_, t0, c.dim), row(h_, t0, c.dim), (t1 - t0) * c.dim);
     });
   }
 

@@ -169,7 +169,9 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
 
 template <DType WT>
 struct FloatKernel {
-  static constexpr int kMaxT = 6;
+  // One tile of Activations::f32_tiles: TileF reads token t + i of a tile at stride T, which is
+  // only right when the kernel's tiles are the activations' tiles.
+  static constexpr int kMaxT = static_cast<int>(kFloatTokenTile);
   // Panels per tile for T tokens: at least 8 independent accumulators (FMA latency x 2 ports),
   // at most 12 (16 registers: accumulators + R weight vectors + one broadcast).
   static constexpr int Rows(int T) { return T == 1 ? 8 : T == 2 ? 4 : 2; }
@@ -405,8 +407,12 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
       for (int lane = 0; lane < kP; ++lane) {
         float acc = 0.0f;
         if (type == DType::F32 || type == DType::F16 || type == DType::BF16) {
-          const float* xt = x.f32() + t * cols;
-          for (int64_t k = 0; k < cols; ++k) acc = std::fma(WeightAt(type, panel, k, lane), xt[k], acc);
+          // Token t in its tile of Activations::f32_tiles (the layout the SIMD path reads).
+          const int64_t t0 = t - t % kFloatTokenTile;
+          const int64_t T = std::min(kFloatTokenTile, n - t0);
+          const float* xt = x.f32_tiles() + t0 * cols + (t - t0);
+          for (int64_t k = 0; k < cols; ++k)
+            acc = std::fma(WeightAt(type, panel, k, lane), xt[k * T], acc);
         } else {
           for (int64_t b = 0; b < nb; ++b) {
             const BlockQ8_0& xb = x.q8()[t * nb + b];
