@@ -52,6 +52,27 @@ TEST(ChatTemplateLanguage, LoopScopeDoesNotLeakButNamespaceDoes) {
             "6");
 }
 
+TEST(ChatTemplateLanguage, MacroSpecialNamesAreFoundInNestedExpressions) {
+  // A macro takes extra positional/keyword arguments (or a caller) only if its body names
+  // varargs/kwargs/caller, wherever that is: deep in an expression, in a loop, in a nested macro.
+  // Expected outputs are Jinja2 3.1.6's.
+  EXPECT_EQ(render("{% macro m(a) %}{% if a %}{{ a ~ ':' ~ (varargs|map('string')|join('-')) }}"
+                   "{% endif %}{% endmacro %}{{ m(1, 2, 3) }}"),
+            "1:2-3");
+  EXPECT_EQ(render("{% macro m() %}{% for x in [1] %}{{ {'k': [varargs[0] + x]} }}{% endfor %}"
+                   "{% endmacro %}{{ m(1, 2) }}"),
+            "{'k': [2]}");
+  EXPECT_EQ(render("{% macro m() %}{{ kwargs['k'] if true }}{% endmacro %}{{ m(k='v') }}"), "v");
+  EXPECT_EQ(
+      render("{% macro m() %}{{ [caller()|upper] }}{% endmacro %}{% call m() %}x{% endcall %}"),
+      "['X']");
+  EXPECT_EQ(render("{% macro outer() %}{% macro inner() %}{{ varargs }}{% endmacro %}{{ inner(5) }}"
+                   "{% endmacro %}{{ outer(1) }}"),
+            "(5,)");
+  EXPECT_EQ(render_error("{% macro m() %}{{ 1 }}{% endmacro %}{{ m(1) }}").message(),
+            "macro 'm' takes not more than 0 argument(s)");
+}
+
 TEST(ChatTemplateLanguage, UndefinedPrintsEmptyButFailsOnUse) {
   EXPECT_EQ(render("[{{ missing }}][{{ missing is defined }}][{{ missing|default('d') }}]"),
             "[][False][d]");

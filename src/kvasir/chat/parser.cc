@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kvasir/chat/ast_visit.h"
 #include "kvasir/chat/builtins.h"
 #include "kvasir/chat/lexer.h"
 
@@ -365,333 +366,60 @@ class Parser {
     return s;
   }
 
-  // Which of varargs/kwargs/caller a macro body refers to (they enable extra arguments).
-  static void scan_expr(const Expr* e, MacroDef& def) {
-    if (!e) return;
-    switch (e->kind) {
-      case ExprKind::Name: {
-        const auto& n = static_cast<const NameExpr*>(e)->name;
-        if (n == "varargs") def.uses_varargs = true;
-        if (n == "kwargs") def.uses_kwargs = true;
-        if (n == "caller") def.uses_caller = true;
-        return;
-      }
-      case ExprKind::List:
-      case ExprKind::Tuple:
-        for (const auto& i : static_cast<const SeqExpr*>(e)->items) scan_expr(i.get(), def);
-        return;
-      case ExprKind::Dict:
-        for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
-          scan_expr(k.get(), def);
-          scan_expr(v.get(), def);
-        }
-        return;
-      case ExprKind::Not:
-      case ExprKind::Neg:
-      case ExprKind::Pos:
-        scan_expr(static_cast<const UnaryExpr*>(e)->operand.get(), def);
-        return;
-      case ExprKind::Binary:
-      case ExprKind::And:
-      case ExprKind::Or: {
-        auto* b = static_cast<const BinaryExpr*>(e);
-        scan_expr(b->left.get(), def);
-        scan_expr(b->right.get(), def);
-        return;
-      }
-      case ExprKind::Compare: {
-        auto* c = static_cast<const CompareExpr*>(e);
-        scan_expr(c->first.get(), def);
-        for (const auto& [op, x] : c->rest) scan_expr(x.get(), def);
-        return;
-      }
-      case ExprKind::Concat:
-        for (const auto& p : static_cast<const ConcatExpr*>(e)->parts) scan_expr(p.get(), def);
-        return;
-      case ExprKind::Cond: {
-        auto* c = static_cast<const CondExpr*>(e);
-        scan_expr(c->test.get(), def);
-        scan_expr(c->then.get(), def);
-        scan_expr(c->otherwise.get(), def);
-        return;
-      }
-      case ExprKind::Getattr:
-        scan_expr(static_cast<const GetattrExpr*>(e)->object.get(), def);
-        return;
-      case ExprKind::Getitem: {
-        auto* g = static_cast<const GetitemExpr*>(e);
-        scan_expr(g->object.get(), def);
-        scan_expr(g->key.get(), def);
-        return;
-      }
-      case ExprKind::Slice: {
-        auto* s = static_cast<const SliceExpr*>(e);
-        scan_expr(s->start.get(), def);
-        scan_expr(s->stop.get(), def);
-        scan_expr(s->step.get(), def);
-        return;
-      }
-      case ExprKind::Call: {
-        auto* c = static_cast<const CallExpr*>(e);
-        scan_expr(c->callee.get(), def);
-        scan_args(c->args, def);
-        return;
-      }
-      case ExprKind::Filter: {
-        auto* f = static_cast<const FilterExpr*>(e);
-        scan_expr(f->operand.get(), def);
-        scan_args(f->args, def);
-        return;
-      }
-      case ExprKind::Test: {
-        auto* t = static_cast<const TestExpr*>(e);
-        scan_expr(t->operand.get(), def);
-        scan_args(t->args, def);
-        return;
-      }
-      case ExprKind::Const:
-        return;
+  // Which of varargs/kwargs/caller a macro body refers to (they enable extra arguments). Like
+  // Jinja2, this looks everywhere inside, nested macros and call blocks included.
+  static void scan_special_names(const Expr& e, MacroDef& def) {
+    if (e.kind == ExprKind::Name) {
+      const auto& n = static_cast<const NameExpr&>(e).name;
+      if (n == "varargs") def.uses_varargs = true;
+      if (n == "kwargs") def.uses_kwargs = true;
+      if (n == "caller") def.uses_caller = true;
+      return;
     }
+    for_each_child(e, [&](const Expr& c) { scan_special_names(c, def); });
   }
-  static void scan_args(const CallArgsExpr& a, MacroDef& def) {
-    for (const auto& x : a.args) scan_expr(x.get(), def);
-    for (const auto& [k, x] : a.kwargs) scan_expr(x.get(), def);
-    scan_expr(a.dyn_args.get(), def);
-    scan_expr(a.dyn_kwargs.get(), def);
-  }
-  static void scan_body(const Body& body, MacroDef& def) {
+  static void scan_special_names(const Body& body, MacroDef& def) {
     for (const auto& s : body) {
-      switch (s->kind) {
-        case StmtKind::Print:
-          scan_expr(static_cast<const PrintStmt*>(s.get())->expr.get(), def);
-          break;
-        case StmtKind::If: {
-          auto* i = static_cast<const IfStmt*>(s.get());
-          for (const auto& [t, b] : i->branches) {
-            scan_expr(t.get(), def);
-            scan_body(b, def);
-          }
-          scan_body(i->else_body, def);
-          break;
-        }
-        case StmtKind::For: {
-          auto* f = static_cast<const ForStmt*>(s.get());
-          scan_expr(f->iter.get(), def);
-          scan_expr(f->filter.get(), def);
-          scan_body(f->body, def);
-          scan_body(f->else_body, def);
-          break;
-        }
-        case StmtKind::Set:
-          scan_expr(static_cast<const SetStmt*>(s.get())->value.get(), def);
-          break;
-        case StmtKind::SetBlock: {
-          auto* b = static_cast<const SetBlockStmt*>(s.get());
-          scan_expr(b->filter.get(), def);
-          scan_body(b->body, def);
-          break;
-        }
-        case StmtKind::CallBlock: {  // Jinja2 counts names used in the caller body too
-          auto* c = static_cast<const CallBlockStmt*>(s.get());
-          scan_expr(c->call.get(), def);
-          for (const auto& d : c->caller.defaults) scan_expr(d.get(), def);
-          scan_body(c->caller.body, def);
-          break;
-        }
-        case StmtKind::Macro: {
-          auto* m = static_cast<const MacroStmt*>(s.get());
-          for (const auto& d : m->def.defaults) scan_expr(d.get(), def);
-          scan_body(m->def.body, def);
-          break;
-        }
-        case StmtKind::FilterBlock: {
-          auto* f = static_cast<const FilterBlockStmt*>(s.get());
-          scan_expr(f->filter.get(), def);
-          scan_body(f->body, def);
-          break;
-        }
-        case StmtKind::With: {
-          auto* w = static_cast<const WithStmt*>(s.get());
-          for (const auto& [t, e] : w->assigns) scan_expr(e.get(), def);
-          scan_body(w->body, def);
-          break;
-        }
-        case StmtKind::Scope:
-          scan_body(static_cast<const ScopeStmt*>(s.get())->body, def);
-          break;
-        default:
-          break;
-      }
+      for_each_child(
+          *s, [&](const Expr& e, ChildFrame) { scan_special_names(e, def); },
+          [&](const Body& b, ChildFrame) { scan_special_names(b, def); });
     }
   }
   static void scan_special_names(MacroDef& def) {
-    for (const auto& d : def.defaults) scan_expr(d.get(), def);
-    scan_body(def.body, def);
+    for (const auto& d : def.defaults) scan_special_names(*d, def);
+    scan_special_names(def.body, def);
   }
 
   // Unknown filters and tests are errors when the template is compiled, except inside an `if`
   // statement or an inline if-expression ("soft" frames in Jinja2's compiler), where they only
   // fail if reached at render time. Loops, macros, call/filter/set blocks and `with` open frames
-  // of their own, which are not soft.
-  static void check_unknown_args(const CallArgsExpr& a, bool soft) {
-    for (const auto& x : a.args) check_unknown(x.get(), soft);
-    for (const auto& [k, x] : a.kwargs) check_unknown(x.get(), soft);
-    check_unknown(a.dyn_args.get(), soft);
-    check_unknown(a.dyn_kwargs.get(), soft);
-  }
-  static void check_unknown(const Expr* e, bool soft) {
-    if (!e) return;
-    switch (e->kind) {
-      case ExprKind::Const:
-      case ExprKind::Name:
-        return;
-      case ExprKind::List:
-      case ExprKind::Tuple:
-        for (const auto& i : static_cast<const SeqExpr*>(e)->items) check_unknown(i.get(), soft);
-        return;
-      case ExprKind::Dict:
-        for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
-          check_unknown(k.get(), soft);
-          check_unknown(v.get(), soft);
-        }
-        return;
-      case ExprKind::Not:
-      case ExprKind::Neg:
-      case ExprKind::Pos:
-        check_unknown(static_cast<const UnaryExpr*>(e)->operand.get(), soft);
-        return;
-      case ExprKind::Binary:
-      case ExprKind::And:
-      case ExprKind::Or: {
-        auto* b = static_cast<const BinaryExpr*>(e);
-        check_unknown(b->left.get(), soft);
-        check_unknown(b->right.get(), soft);
-        return;
-      }
-      case ExprKind::Compare: {
-        auto* c = static_cast<const CompareExpr*>(e);
-        check_unknown(c->first.get(), soft);
-        for (const auto& [op, x] : c->rest) check_unknown(x.get(), soft);
-        return;
-      }
-      case ExprKind::Concat:
-        for (const auto& p : static_cast<const ConcatExpr*>(e)->parts) check_unknown(p.get(), soft);
-        return;
-      case ExprKind::Cond: {
-        auto* c = static_cast<const CondExpr*>(e);
-        check_unknown(c->test.get(), true);
-        check_unknown(c->then.get(), true);
-        check_unknown(c->otherwise.get(), true);
-        return;
-      }
-      case ExprKind::Getattr:
-        check_unknown(static_cast<const GetattrExpr*>(e)->object.get(), soft);
-        return;
-      case ExprKind::Getitem: {
-        auto* g = static_cast<const GetitemExpr*>(e);
-        check_unknown(g->object.get(), soft);
-        check_unknown(g->key.get(), soft);
-        return;
-      }
-      case ExprKind::Slice: {
-        auto* s = static_cast<const SliceExpr*>(e);
-        check_unknown(s->start.get(), soft);
-        check_unknown(s->stop.get(), soft);
-        check_unknown(s->step.get(), soft);
-        return;
-      }
-      case ExprKind::Call: {
-        auto* c = static_cast<const CallExpr*>(e);
-        check_unknown(c->callee.get(), soft);
-        check_unknown_args(c->args, soft);
-        return;
-      }
-      case ExprKind::Filter: {
-        auto* f = static_cast<const FilterExpr*>(e);
-        if (!f->fn && !soft)
-          throw TemplateError(ErrorKind::Syntax, "No filter named " + quote(f->name) + ".", f->line,
-                              f->column);
-        check_unknown(f->operand.get(), soft);
-        check_unknown_args(f->args, soft);
-        return;
-      }
-      case ExprKind::Test: {
-        auto* t = static_cast<const TestExpr*>(e);
-        if (!t->fn && !soft)
-          throw TemplateError(ErrorKind::Syntax, "No test named " + quote(t->name) + ".", t->line,
-                              t->column);
-        check_unknown(t->operand.get(), soft);
-        check_unknown_args(t->args, soft);
-        return;
-      }
-    }
+  // of their own (ChildFrame::Own), which are not soft.
+  static void check_unknown(const Expr& e, bool soft) {
+    if (!soft && e.kind == ExprKind::Filter && !static_cast<const FilterExpr&>(e).fn)
+      unknown_error("filter", static_cast<const FilterExpr&>(e).name, e);
+    if (!soft && e.kind == ExprKind::Test && !static_cast<const TestExpr&>(e).fn)
+      unknown_error("test", static_cast<const TestExpr&>(e).name, e);
+    bool child_soft = soft || e.kind == ExprKind::Cond;
+    for_each_child(e, [&](const Expr& c) { check_unknown(c, child_soft); });
   }
   static void check_unknown(const Body& body, bool soft) {
     for (const auto& s : body) {
-      switch (s->kind) {
-        case StmtKind::Text:
-        case StmtKind::Break:
-        case StmtKind::Continue:
-          break;
-        case StmtKind::Print:
-          check_unknown(static_cast<const PrintStmt*>(s.get())->expr.get(), soft);
-          break;
-        case StmtKind::If: {
-          auto* i = static_cast<const IfStmt*>(s.get());
-          for (const auto& [t, b] : i->branches) {
-            check_unknown(t.get(), true);
-            check_unknown(b, true);
-          }
-          check_unknown(i->else_body, true);
-          break;
-        }
-        case StmtKind::For: {
-          auto* f = static_cast<const ForStmt*>(s.get());
-          check_unknown(f->iter.get(), soft);
-          check_unknown(f->filter.get(), false);
-          check_unknown(f->body, false);
-          check_unknown(f->else_body, false);
-          break;
-        }
-        case StmtKind::Set:
-          check_unknown(static_cast<const SetStmt*>(s.get())->value.get(), soft);
-          break;
-        case StmtKind::SetBlock: {
-          auto* b = static_cast<const SetBlockStmt*>(s.get());
-          check_unknown(b->filter.get(), false);
-          check_unknown(b->body, false);
-          break;
-        }
-        case StmtKind::Macro: {
-          auto* m = static_cast<const MacroStmt*>(s.get());
-          for (const auto& d : m->def.defaults) check_unknown(d.get(), false);
-          check_unknown(m->def.body, false);
-          break;
-        }
-        case StmtKind::CallBlock: {
-          auto* c = static_cast<const CallBlockStmt*>(s.get());
-          check_unknown(c->call.get(), soft);
-          for (const auto& d : c->caller.defaults) check_unknown(d.get(), false);
-          check_unknown(c->caller.body, false);
-          break;
-        }
-        case StmtKind::FilterBlock: {
-          auto* f = static_cast<const FilterBlockStmt*>(s.get());
-          check_unknown(f->filter.get(), false);
-          check_unknown(f->body, false);
-          break;
-        }
-        case StmtKind::With: {
-          auto* w = static_cast<const WithStmt*>(s.get());
-          for (const auto& [t, e] : w->assigns) check_unknown(e.get(), soft);
-          check_unknown(w->body, false);
-          break;
-        }
-        case StmtKind::Scope:
-          check_unknown(static_cast<const ScopeStmt*>(s.get())->body, false);
-          break;
-      }
+      bool here = soft || s->kind == StmtKind::If;
+      for_each_child(
+          *s,
+          [&](const Expr& e, ChildFrame f) {
+            check_unknown(e, here && f == ChildFrame::Enclosing);
+          },
+          [&](const Body& b, ChildFrame f) {
+            check_unknown(b, here && f == ChildFrame::Enclosing);
+          });
     }
+  }
+  [[noreturn]] static void unknown_error(const char* what, const std::string& name,
+                                         const Node& at) {
+    throw TemplateError(ErrorKind::Syntax,
+                        std::string("No ") + what + " named " + quote(name) + ".", at.line,
+                        at.column);
   }
 
   // ---- assignment targets ----
