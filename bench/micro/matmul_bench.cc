@@ -47,7 +47,7 @@ void BM_Matmul(benchmark::State& state) {
   const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
   const std::vector<float> wf = random_floats(rows * cols, 1);
   const std::vector<uint8_t> wq = quantize_tensor(type, wf.data(), rows, cols);
-  const PackedMatrix w(Matrix{type, rows, cols, wq.data()}, pool());
+  const PackedMatrix w(MatrixView{type, rows, cols, wq.data()}, pool());
   const std::vector<float> x = random_floats(n * cols, 2);
   std::vector<float> y(static_cast<size_t>(n * rows));
   Activations a;
@@ -79,8 +79,8 @@ BENCHMARK(BM_Matmul)->Apply(MatmulArgs);
 void Matmul110mArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "rows", "cols", "tokens"});
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{768, 768}, {2048, 768}, {768, 2048},
-                              {32000, 768}}) {
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}}) {
       for (int64_t n : {1, 16, 32, 512}) b->Args({static_cast<int64_t>(t), rows, cols, n});
     }
   }
@@ -109,7 +109,7 @@ void BM_MatmulCold(benchmark::State& state) {
   const std::vector<uint8_t> wq = quantize_tensor(type, wf.data(), rows, cols);
   const int copies = static_cast<int>(64 * 1024 * 1024 / wq.size()) + 1;
   std::vector<PackedMatrix> ws;
-  for (int c = 0; c < copies; ++c) ws.emplace_back(Matrix{type, rows, cols, wq.data()}, pool());
+  for (int c = 0; c < copies; ++c) ws.emplace_back(MatrixView{type, rows, cols, wq.data()}, pool());
   const std::vector<float> x = random_floats(cols, 4);
   std::vector<float> y(static_cast<size_t>(rows));
   Activations a;
@@ -142,7 +142,7 @@ void BM_Prefill512(benchmark::State& state) {
   const int64_t rows = 2048, cols = 2048, n = 512;
   const std::vector<float> wf = random_floats(rows * cols, 5);
   const std::vector<uint8_t> wq = quantize_tensor(DType::Q4_0, wf.data(), rows, cols);
-  const PackedMatrix w(Matrix{DType::Q4_0, rows, cols, wq.data()}, pool());
+  const PackedMatrix w(MatrixView{DType::Q4_0, rows, cols, wq.data()}, pool());
   const std::vector<float> x = random_floats(n * cols, 6);
   std::vector<float> y(static_cast<size_t>(n * rows));
   Activations a;

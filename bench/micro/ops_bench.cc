@@ -6,15 +6,22 @@
 #include <vector>
 
 #include "kvasir/kernels/cpu/ops.h"
+#include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
 namespace {
+
+// One thread: these measure the kernels themselves, not the pool.
+ThreadPool& serial() {
+  static ThreadPool pool(1);
+  return pool;
+}
 
 void BM_RmsNorm(benchmark::State& state) {
   const int64_t rows = state.range(0), dim = 2048;
   std::vector<float> x(rows * dim, 0.5f), w(dim, 1.1f), out(x.size());
   for (auto _ : state) {
-    rms_norm(x.data(), w.data(), out.data(), rows, dim, 1e-5f);
+    rms_norm(x.data(), w.data(), out.data(), rows, dim, 1e-5f, serial());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * rows * dim * 8);
@@ -30,7 +37,7 @@ void BM_Rope(benchmark::State& state) {
   std::vector<int32_t> pos(rows);
   for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r + 100);
   for (auto _ : state) {
-    rope(x.data(), pos.data(), rows, heads, dim, dim, inv_freq.data(), false);
+    rope(x.data(), pos.data(), rows, heads, dim, dim, inv_freq.data(), false, serial());
     benchmark::DoNotOptimize(x.data());
   }
   state.SetItemsProcessed(state.iterations() * rows);
@@ -41,7 +48,7 @@ void BM_Swiglu(benchmark::State& state) {
   const int64_t n = 5632 * state.range(0);
   std::vector<float> g(n, 0.3f), u(n, 0.7f), out(n);
   for (auto _ : state) {
-    swiglu(g.data(), u.data(), out.data(), n);
+    swiglu(g.data(), u.data(), out.data(), n, serial());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * n);
@@ -52,7 +59,7 @@ void BM_Add(benchmark::State& state) {
   const int64_t n = 2048 * state.range(0);
   std::vector<float> x(n, 0.3f), y(n, 0.7f);
   for (auto _ : state) {
-    add(x.data(), y.data(), n);
+    add(x.data(), y.data(), n, serial());
     benchmark::DoNotOptimize(x.data());
   }
   state.SetItemsProcessed(state.iterations() * n);

@@ -1,12 +1,15 @@
 // The serving engine's public API: submit requests, receive a stream of outputs, abort.
 //
-// An Engine owns the paged KV cache of one model and runs one step loop on its own thread:
-// every step the scheduler picks a token budget's worth of work (running decodes first, then
-// chunked prefills of waiting prompts), the model runs it as one Batch, and each sequence that
-// produced logits samples its next token. Outputs are delivered to each request's sink from the
-// engine thread, in order; the last output of a request has finished = true.
+// An Engine owns the paged KV cache of one model (whose weights it only reads: several engines
+// may share one Model) and runs one step loop on its own thread: every step the scheduler picks
+// a token budget's worth of work (running decodes first, then chunked prefills of waiting
+// prompts), the model runner runs it as one Batch and samples the next token of each sequence
+// that finished its prompt, and the engine updates every sequence from that output. Outputs are
+// delivered to each request's sink from the engine thread, in order; the last output of a
+// request has finished = true.
 //
-// Thread safety: submit(), abort(), snapshot() and stats may be called from any thread.
+// Thread safety: submit(), abort(), stats() and set_step_observer() may be called from any
+// thread.
 // A sink must be quick and must not call back into the engine (it may call abort() — that is
 // queued). Nothing a client does can fail a step: bad requests are refused at submit().
 #pragma once
@@ -30,24 +33,24 @@ enum class FinishReason { kNone, kStop, kLength, kAbort };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
 
 struct EngineConfig {
-  int max_seqs = 64;              // sequences running at once
-  int max_batched_tokens = 512;   // tokens per step (decodes + prefill chunks)
-  int max_model_len = 0;          // context per sequence; 0: the model's training context
-  int64_t kv_blocks = 0;          // KV cache size in blocks; 0: enough for max_seqs full contexts
+  int max_seqs = 64;             // sequences running at once
+  int max_batched_tokens = 512;  // tokens per step (decodes + prefill chunks)
+  int max_model_len = 0;         // context per sequence; 0: the model's training context
+  int64_t kv_blocks = 0;         // KV cache size in blocks; 0: enough for max_seqs full contexts
   int block_size = 16;
   DType kv_type = DType::F16;
   bool prefix_caching = true;
-  bool static_batching = false;   // for comparison only: admit a new batch only when all finished
-  bool static_padding = true;     // ... and keep finished rows in the batch (padding) until then
-  int threads = 0;                // compute threads; 0: all cores
-  double kv_warn_ratio = 0.90;    // warn (log + metric) above this KV usage
+  bool static_batching = false;  // for comparison only: admit a new batch only when all finished
+  bool static_padding = true;    // ... and keep finished rows in the batch (padding) until then
+  int threads = 0;               // compute threads; 0: all cores
+  double kv_warn_ratio = 0.90;   // warn (log + metric) above this KV usage
 };
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids (the server applies templates and tokenizes)
   SamplingParams params;
-  std::string api_key;          // for accounting only
-  bool detokenize = true;       // produce text (with stop strings) as well as tokens
+  std::string api_key;     // for accounting only
+  bool detokenize = true;  // produce text (with stop strings) as well as tokens
   bool strip_leading_space = false;
 };
 
@@ -63,10 +66,10 @@ struct RequestOutput {
   std::string text;               // text completed since the previous output (stop-aware)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;              // set when the engine had to fail the request
+  std::string error;  // set when the engine had to fail the request
   // Usage, cumulative; complete on the final output.
   int prompt_tokens = 0;
-  int cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
   int completion_tokens = 0;
   // Timing (seconds since submit): first token, and queue time before first scheduled.
   double ttft = 0;
@@ -80,13 +83,13 @@ struct EngineStats {
   int waiting = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
-  double kv_usage = 0;            // used / total
+  double kv_usage = 0;  // used / total
   uint64_t preemptions = 0;
-  uint64_t prefix_queries = 0;    // prompt tokens looked up in the prefix cache
-  uint64_t prefix_hits = 0;       // prompt tokens found there
+  uint64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
+  uint64_t prefix_hits = 0;     // prompt tokens found there
   uint64_t prompt_tokens = 0;
   uint64_t generation_tokens = 0;
-  uint64_t padding_tokens = 0;    // rows computed for padded static batching (comparison mode)
+  uint64_t padding_tokens = 0;  // rows computed for padded static batching (comparison mode)
   uint64_t steps = 0;
 };
 
@@ -94,7 +97,7 @@ class Engine {
  public:
   // Plans the KV cache and starts the step loop. Throws kvasir::Error when the plan cannot hold
   // one full-length sequence.
-  Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
+  Engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
   ~Engine();  // stops the loop; unfinished requests are finished with kAbort
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -110,7 +113,7 @@ class Engine {
   EngineStats stats() const;
   const EngineConfig& config() const;
   int max_model_len() const;
-  // Called (engine thread) after every step with per-step timing, for metrics.
+  // Called (engine thread) after every step with the stats as they are then, for metrics.
   void set_step_observer(std::function<void(const EngineStats&)> fn);
 
   // Blocks until no request is queued or running (tests, benchmarks).

@@ -27,7 +27,7 @@ struct Weights {
   DType type;
   int64_t rows, cols;
   std::vector<uint8_t> bytes;
-  Matrix matrix() const { return {type, rows, cols, bytes.data()}; }
+  MatrixView matrix() const { return {type, rows, cols, bytes.data()}; }
 };
 
 std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
@@ -409,7 +409,7 @@ TEST(Matmul, RejectsBadInput) {
   Activations wrong_cols;
   wrong_cols.prepare(x.data(), 1, 128, DType::Q4_0, pool);
   EXPECT_THROW(matmul(w.matrix(), wrong_cols, y.data(), pool), Error);
-  Matrix k_quant{DType::Q4_K, 4, 256, w.bytes.data()};
+  MatrixView k_quant{DType::Q4_K, 4, 256, w.bytes.data()};
   EXPECT_THROW(matmul(k_quant, x.data(), 1, y.data(), pool), Error);
   Activations a;
   EXPECT_THROW(a.prepare(x.data(), 1, 48, DType::Q8_0, pool), Error);  // not a block multiple

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kvasir/util/error.h"
+#include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
 namespace {
@@ -36,6 +37,13 @@ std::vector<float> random_vec(size_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
+// The reference checks run on one thread; PooledEqualsSerial checks that splitting rows over a
+// pool changes no bit.
+ThreadPool& serial() {
+  static ThreadPool pool(1);
+  return pool;
+}
+
 const int64_t kLengths[] = {1, 3, 7, 8, 16, 17, 33, 100, 2048, 2051};
 
 TEST(Ops, RmsNormMatchesReference) {
@@ -49,7 +57,7 @@ TEST(Ops, RmsNormMatchesReference) {
                          w = random_vec(dim, -2.0f, 2.0f, 2);
       std::vector<float> out(rows * dim);
       const float eps = 1e-5f;
-      rms_norm(x.data(), w.data(), out.data(), rows, dim, eps);
+      rms_norm(x.data(), w.data(), out.data(), rows, dim, eps, serial());
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
         for (int64_t i = 0; i < dim; ++i)
@@ -62,7 +70,7 @@ TEST(Ops, RmsNormMatchesReference) {
       }
       // In place gives the same bits.
       std::vector<float> y = x;
-      rms_norm(y.data(), w.data(), y.data(), rows, dim, eps);
+      rms_norm(y.data(), w.data(), y.data(), rows, dim, eps, serial());
       ASSERT_EQ(std::memcmp(y.data(), out.data(), y.size() * 4), 0);
     }
   });
@@ -98,7 +106,8 @@ TEST(Ops, RopeMatchesDoubleReference) {
         }
         const int64_t rows = static_cast<int64_t>(pos.size());
         std::vector<float> x = random_vec(rows * n_heads * head_dim, -1.0f, 1.0f, 3), y = x;
-        rope(y.data(), pos.data(), rows, n_heads, head_dim, rope_dim, inv_freq.data(), neox);
+        rope(y.data(), pos.data(), rows, n_heads, head_dim, rope_dim, inv_freq.data(), neox,
+             serial());
         std::vector<double> ref(head_dim);
         for (int64_t r = 0; r < rows; ++r) {
           for (int h = 0; h < n_heads; ++h) {
@@ -128,8 +137,8 @@ TEST(Ops, RopeRejectsBadShapes) {
   float x[8] = {};
   const int32_t pos[1] = {0};
   const float f[4] = {1, 1, 1, 1};
-  EXPECT_THROW(rope(x, pos, 1, 1, 8, 7, f, false), Error);   // odd rope_dim
-  EXPECT_THROW(rope(x, pos, 1, 1, 8, 10, f, false), Error);  // rope_dim > head_dim
+  EXPECT_THROW(rope(x, pos, 1, 1, 8, 7, f, false, serial()), Error);   // odd rope_dim
+  EXPECT_THROW(rope(x, pos, 1, 1, 8, 10, f, false, serial()), Error);  // rope_dim > head_dim
 }
 
 TEST(Ops, SwigluMatchesReference) {
@@ -145,14 +154,14 @@ TEST(Ops, SwigluMatchesReference) {
         g[4] = -1e-30f;
       }
       std::vector<float> out(n);
-      swiglu(g.data(), u.data(), out.data(), n);
+      swiglu(g.data(), u.data(), out.data(), n, serial());
       for (int64_t i = 0; i < n; ++i) {
         const double gd = g[i];
         const double ref = gd / (1.0 + std::exp(-gd)) * u[i];
         ASSERT_NEAR(out[i], ref, 1e-6 * std::abs(ref) + 1e-30) << "n " << n << " g " << g[i];
       }
       // out may alias gate.
-      swiglu(g.data(), u.data(), g.data(), n);
+      swiglu(g.data(), u.data(), g.data(), n, serial());
       ASSERT_EQ(std::memcmp(g.data(), out.data(), n * 4), 0);
     }
   });
@@ -164,10 +173,68 @@ TEST(Ops, AddIsExact) {
       std::vector<float> x = random_vec(n, -5.0f, 5.0f, 6), y = random_vec(n, -5.0f, 5.0f, 7);
       std::vector<float> want(n);
       for (int64_t i = 0; i < n; ++i) want[i] = x[i] + y[i];
-      add(x.data(), y.data(), n);
+      add(x.data(), y.data(), n, serial());
       ASSERT_EQ(std::memcmp(x.data(), want.data(), n * 4), 0) << "n " << n;
     }
   });
+}
+
+TEST(Ops, AddBiasAddsTheBiasToEveryRow) {
+  for (int64_t dim : kLengths) {
+    const int64_t rows = 5;
+    std::vector<float> x = random_vec(rows * dim, -5.0f, 5.0f, 9), b = random_vec(dim, -1, 1, 10);
+    std::vector<float> want = x;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < dim; ++i) want[r * dim + i] += b[i];
+    add_bias(x.data(), b.data(), rows, dim, serial());
+    ASSERT_EQ(std::memcmp(x.data(), want.data(), x.size() * 4), 0) << "dim " << dim;
+  }
+}
+
+// Large steps split their rows over the pool: every result must be bit-identical to the one
+// thread's (the forward pass's batch invariance rests on it). Shapes above the split threshold,
+// with row counts and lengths that do not divide evenly.
+TEST(Ops, PooledEqualsSerial) {
+  ThreadPool pool(3);
+  const int64_t rows = 67, dim = 2051;
+  const std::vector<float> x = random_vec(rows * dim, -3.0f, 3.0f, 11),
+                           w = random_vec(dim, -2.0f, 2.0f, 12),
+                           u = random_vec(rows * dim, -3.0f, 3.0f, 13);
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  {
+    std::vector<float> a(x.size()), b(x.size());
+    rms_norm(x.data(), w.data(), a.data(), rows, dim, 1e-5f, serial());
+    rms_norm(x.data(), w.data(), b.data(), rows, dim, 1e-5f, pool);
+    EXPECT_TRUE(same(a, b)) << "rms_norm";
+  }
+  {
+    std::vector<float> a = x, b = x;
+    add(a.data(), u.data(), rows * dim, serial());
+    add(b.data(), u.data(), rows * dim, pool);
+    EXPECT_TRUE(same(a, b)) << "add";
+    a = x, b = x;
+    add_bias(a.data(), w.data(), rows, dim, serial());
+    add_bias(b.data(), w.data(), rows, dim, pool);
+    EXPECT_TRUE(same(a, b)) << "add_bias";
+    std::vector<float> ga(x.size()), gb(x.size());
+    swiglu(x.data(), u.data(), ga.data(), rows * dim - 5, serial());
+    swiglu(x.data(), u.data(), gb.data(), rows * dim - 5, pool);
+    EXPECT_TRUE(same(ga, gb)) << "swiglu";
+  }
+  {
+    const int n_heads = 7, head_dim = 96;
+    const int64_t n = 97;
+    std::vector<int32_t> pos(n);
+    for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(3 * t + 1);
+    std::vector<float> inv(head_dim / 2);
+    for (int i = 0; i < head_dim / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / head_dim);
+    std::vector<float> a = random_vec(n * n_heads * head_dim, -1, 1, 14), b = a;
+    rope(a.data(), pos.data(), n, n_heads, head_dim, head_dim, inv.data(), true, serial());
+    rope(b.data(), pos.data(), n, n_heads, head_dim, head_dim, inv.data(), true, pool);
+    EXPECT_TRUE(same(a, b)) << "rope";
+  }
 }
 
 TEST(Ops, SoftmaxMatchesReference) {

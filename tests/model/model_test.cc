@@ -38,6 +38,7 @@ Diff compare_with_reference(const std::string& path, const std::vector<int32_t>&
   SequenceRunnerOptions o;
   o.kv_type = kv_type;
   o.max_ctx = 256;
+  o.all_logits = true;
   SequenceRunner runner(*model, pool, o);
   auto logits = runner.feed(tokens, true);
   gguf::GGUFFile f(path);
@@ -134,6 +135,7 @@ TEST(Model, LogitsAreBatchInvariant) {
     ThreadPool pool2(2), pool3(3);
     SequenceRunnerOptions o;
     o.max_ctx = 128;
+    o.all_logits = true;
     SequenceRunner whole(*model, pool2, o);
     auto all = whole.feed(tokens, true);
     std::vector<float> ref(all.begin(), all.end());

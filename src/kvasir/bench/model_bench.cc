@@ -30,7 +30,7 @@ void emit(std::vector<BenchResult>& out, BenchResult r,
 
 // One decode figure: n_seqs sequences with distinct random prompts of prompt_len tokens, then
 // `steps` batched decode steps per repetition (greedy feedback).
-BenchResult decode_figure(const std::string& name, Model& model, ThreadPool& pool,
+BenchResult decode_figure(const std::string& name, const Model& model, ThreadPool& pool,
                           const BenchOptions& opt, int n_seqs, int prompt_len, int steps,
                           std::optional<double> bandwidth_gbs) {
   const int V = model.config().n_vocab;
@@ -90,7 +90,7 @@ BenchResult decode_figure(const std::string& name, Model& model, ThreadPool& poo
   return r;
 }
 
-BenchResult prefill_figure(Model& model, ThreadPool& pool, const BenchOptions& opt) {
+BenchResult prefill_figure(const Model& model, ThreadPool& pool, const BenchOptions& opt) {
   DecoderOptions dopt;
   dopt.n_seqs = 1;
   dopt.max_ctx = opt.pp;
@@ -173,7 +173,8 @@ BenchResult run_bandwidth(ThreadPool& pool, const BenchOptions& opt) {
   return r;
 }
 
-std::vector<BenchResult> run_model_bench(Model& model, ThreadPool& pool, const BenchOptions& opt,
+std::vector<BenchResult> run_model_bench(const Model& model, ThreadPool& pool,
+                                         const BenchOptions& opt,
                                          const std::function<void(const BenchResult&)>& on_result) {
   validate(opt, &model);
   std::vector<BenchResult> out;

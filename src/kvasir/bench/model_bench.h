@@ -70,7 +70,7 @@ BenchResult run_bandwidth(ThreadPool& pool, const BenchOptions& opt);
 // All figures the options ask for, in the order bandwidth, pp, tg, tg@ctx, tgB. on_result (if
 // set) is called as each figure completes, so callers can print progressively.
 std::vector<BenchResult> run_model_bench(
-    Model& model, ThreadPool& pool, const BenchOptions& opt,
+    const Model& model, ThreadPool& pool, const BenchOptions& opt,
     const std::function<void(const BenchResult&)>& on_result = {});
 
 }  // namespace kvasir::bench

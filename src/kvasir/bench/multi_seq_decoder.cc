@@ -20,22 +20,27 @@ int64_t blocks_per_seq(int64_t ctx, int block_size) {
   return (ctx + block_size - 1) / block_size;
 }
 
+ModelRunnerOptions runner_options(int max_ctx, const DecoderOptions& o) {
+  ModelRunnerOptions r;
+  r.kv_blocks = blocks_per_seq(max_ctx, o.block_size) * o.n_seqs;
+  r.block_size = o.block_size;
+  r.kv_type = o.kv_type;
+  r.max_tokens = std::max(o.n_seqs, o.max_batch);
+  r.max_logit_rows = o.n_seqs;
+  return r;
+}
+
 }  // namespace
 
-MultiSeqDecoder::MultiSeqDecoder(Model& model, ThreadPool& pool, const DecoderOptions& opt)
-    : model_(model),
-      threads_(pool),
-      opt_(opt),
+MultiSeqDecoder::MultiSeqDecoder(const Model& model, ThreadPool& pool, const DecoderOptions& opt)
+    : opt_(opt),
       max_ctx_(resolve_ctx(model, opt)),
-      kv_(model.kv_shape(opt.kv_type, opt.block_size),
-          blocks_per_seq(max_ctx_, opt.block_size) * opt.n_seqs),
       blocks_(static_cast<int32_t>(blocks_per_seq(max_ctx_, opt.block_size) * opt.n_seqs)),
+      runner_(model, pool, runner_options(max_ctx_, opt)),
       seqs_(static_cast<size_t>(opt.n_seqs)) {
   const size_t per_seq = static_cast<size_t>(blocks_per_seq(max_ctx_, opt.block_size));
   for (Seq& s : seqs_) s.table.reserve(per_seq);
-  const size_t rows = static_cast<size_t>(opt.n_seqs);
-  logits_.resize(rows * static_cast<size_t>(model.config().n_vocab));
-  batch_.tokens.reserve(static_cast<size_t>(std::max(opt.n_seqs, opt.max_batch)));
+  work_.reserve(static_cast<size_t>(opt.n_seqs));
 }
 
 MultiSeqDecoder::Seq& MultiSeqDecoder::seq_at(int seq) {
@@ -67,21 +72,21 @@ std::span<const float> MultiSeqDecoder::prefill(int seq, std::span<const int32_t
     fail("decoder: sequence {} would exceed its context of {} tokens ({} + {})", seq, max_ctx_,
          s.n_past, tokens.size());
   reserve_positions(s, s.n_past + static_cast<int>(tokens.size()));
-  const int V = n_vocab();
+  std::span<const float> last;
   size_t done = 0;
   while (done < tokens.size()) {
     const size_t len = std::min(tokens.size() - done, static_cast<size_t>(opt_.max_batch));
-    const bool last_chunk = done + len == tokens.size();
-    batch_.clear();
-    const int32_t si = batch_.add_seq(s.table);
-    for (size_t i = 0; i < len; ++i)
-      batch_.add_token(tokens[done + i], s.n_past + static_cast<int32_t>(i), si, opt_.block_size,
-                       last_chunk && i + 1 == len);
-    model_.forward(batch_, kv_, logits_.data(), threads_);
+    SeqWork w;
+    w.id = static_cast<uint64_t>(seq);
+    w.tokens = tokens.subspan(done, len);
+    w.start = s.n_past;
+    w.blocks = &s.table;
+    w.logits = done + len == tokens.size() ? Logits::kLast : Logits::kNone;
+    last = runner_.run(std::span<const SeqWork>(&w, 1)).logits;
     s.n_past += static_cast<int>(len);
     done += len;
   }
-  return {logits_.data(), static_cast<size_t>(V)};
+  return last;
 }
 
 std::span<const float> MultiSeqDecoder::step(std::span<const int32_t> tokens) {
@@ -93,15 +98,20 @@ std::span<const float> MultiSeqDecoder::step(std::span<const int32_t> tokens) {
       fail("decoder: sequence {} would exceed its context of {} tokens", i, max_ctx_);
     reserve_positions(s, s.n_past + 1);
   }
-  batch_.clear();
+  work_.clear();
   for (int i = 0; i < n_seqs(); ++i) {
     Seq& s = seqs_[static_cast<size_t>(i)];
-    const int32_t si = batch_.add_seq(s.table);
-    batch_.add_token(tokens[static_cast<size_t>(i)], s.n_past, si, opt_.block_size, true);
+    SeqWork w;
+    w.id = static_cast<uint64_t>(i);
+    w.tokens = tokens.subspan(static_cast<size_t>(i), 1);
+    w.start = s.n_past;
+    w.blocks = &s.table;
+    w.logits = Logits::kLast;
+    work_.push_back(w);
   }
-  model_.forward(batch_, kv_, logits_.data(), threads_);
+  const StepOutput& out = runner_.run(work_);
   for (Seq& s : seqs_) ++s.n_past;
-  return {logits_.data(), static_cast<size_t>(n_seqs()) * static_cast<size_t>(n_vocab())};
+  return out.logits;
 }
 
 void MultiSeqDecoder::truncate(int seq, int n) {

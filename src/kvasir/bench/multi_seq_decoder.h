@@ -1,7 +1,8 @@
 // B sequences decoding together through one forward pass per step: the workload of tgB.
 //
-// The decoder owns a paged KV cache big enough for n_seqs sequences of max_ctx tokens and a
-// BlockPool; every sequence has its own block table, filled as its positions are reached.
+// The decoder is a ModelRunner (engine/model_runner.h: it builds the Batches) with a KV cache big
+// enough for n_seqs sequences of max_ctx tokens, over a BlockPool of its own; every sequence has
+// its own block table, filled as its positions are reached.
 // prefill() feeds one sequence's prompt (chunks of max_batch tokens, logits of the last token
 // only). step() appends one token to EVERY sequence through ONE Batch holding n_seqs sequences
 // (one token each, each with its own block table and logits row) and returns n_seqs rows of
@@ -15,8 +16,8 @@
 #include <span>
 #include <vector>
 
+#include "kvasir/engine/model_runner.h"
 #include "kvasir/kv/block_pool.h"
-#include "kvasir/kv/kv_storage.h"
 #include "kvasir/model/batch.h"
 #include "kvasir/model/model.h"
 #include "kvasir/util/thread_pool.h"
@@ -33,14 +34,14 @@ struct DecoderOptions {
 
 class MultiSeqDecoder {
  public:
-  MultiSeqDecoder(Model& model, ThreadPool& pool, const DecoderOptions& opt);
+  MultiSeqDecoder(const Model& model, ThreadPool& pool, const DecoderOptions& opt);
 
   int n_seqs() const { return static_cast<int>(seqs_.size()); }
   int max_ctx() const { return max_ctx_; }
-  int n_vocab() const { return model_.config().n_vocab; }
+  int n_vocab() const { return runner_.n_vocab(); }
   int n_past(int seq) const;
   const std::vector<int32_t>& block_table(int seq) const;
-  const KVShape& kv_shape() const { return kv_.shape(); }
+  const KVShape& kv_shape() const { return runner_.kv().shape(); }
 
   // Appends `tokens` to sequence `seq`; returns the logits after its last token.
   std::span<const float> prefill(int seq, std::span<const int32_t> tokens);
@@ -52,26 +53,23 @@ class MultiSeqDecoder {
   void truncate(int seq, int n);
 
   // The Batch of the last prefill()/step() call (for tests: its sequences and block tables).
-  const Batch& last_batch() const { return batch_; }
+  const Batch& last_batch() const { return runner_.last_batch(); }
 
  private:
   struct Seq {
-    std::vector<int32_t> table;  // capacity reserved up front: add_seq() keeps a pointer
+    std::vector<int32_t> table;
     int n_past = 0;
   };
   Seq& seq_at(int seq);
   // Makes sure sequence s has blocks for positions < n.
   void reserve_positions(Seq& s, int n);
 
-  Model& model_;
-  ThreadPool& threads_;
   DecoderOptions opt_;
   int max_ctx_;
-  KVStorage kv_;
   BlockPool blocks_;
+  ModelRunner runner_;
   std::vector<Seq> seqs_;
-  Batch batch_;
-  std::vector<float> logits_;
+  std::vector<SeqWork> work_;
 };
 
 }  // namespace kvasir::bench

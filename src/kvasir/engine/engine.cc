@@ -1,4 +1,4 @@
-// Engine implementation: the step loop (schedule → build the Batch → forward → sample → stream).
+// Engine implementation: the step loop (schedule → run the model → update from its output).
 #include "kvasir/engine.h"
 
 #include <fmt/format.h>
@@ -11,9 +11,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kvasir/engine/model_runner.h"
 #include "kvasir/engine/scheduler.h"
 #include "kvasir/engine/sequence.h"
-#include "kvasir/kv/kv_storage.h"
 #include "kvasir/model/model.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
@@ -24,22 +24,26 @@ namespace kvasir {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    default: return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    default:
+      return "none";
   }
 }
 
 struct Engine::Impl {
-  Model& model;
+  const Model& model;
   const Tokenizer& tok;
   EngineConfig cfg;
   int max_len;
   ThreadPool pool;
-  KVStorage storage;
   KVCacheManager kv;
   Scheduler sched;
+  ModelRunner runner;
 
   std::thread thread;
   mutable std::mutex mu;
@@ -55,49 +59,46 @@ struct Engine::Impl {
   std::function<void(const EngineStats&)> observer;
   bool warned_pressure = false;
 
-  // Padded static batching (comparison mode, static_batching && static_padding): a finished
-  // sequence keeps its row in the batch until the batch's longest member finishes, as a padded
-  // static batch computes it: one padding token per step, attending over a context that grows
-  // like the sequence's would. Padding rows read and write only pad_kv's block (their results
-  // are never used), so they cannot disturb anyone's cache; batch invariance keeps every real
-  // row's result unchanged.
-  SeqBlocks pad_kv;
-  std::vector<int32_t> pad_table;  // max_len positions' worth of entries, all pad_kv's block
-  std::vector<int32_t> pad_pos;    // per padding row: its next position
-
   // Per-step scratch (reused: no allocation in steady state once sized).
   std::vector<ScheduledSeq> scheduled;
   std::vector<Sequence*> preempted;
-  Batch batch;
-  std::vector<float> logits;
-  std::vector<Sequence*> sample_seqs;
-  SampleResult sample_result;
+  std::vector<SeqWork> work;
+  std::vector<uint64_t> finished_ids;  // finished since the last step (the runner's padding)
+  std::vector<uint64_t> done;          // finished in this step's update
 
-  Impl(Model& m, const Tokenizer& t, const EngineConfig& c, int max_len_, int64_t n_blocks)
+  Impl(const Model& m, const Tokenizer& t, const EngineConfig& c, int max_len_, int64_t n_blocks)
       : model(m),
         tok(t),
         cfg(c),
         max_len(max_len_),
         pool(c.threads),
-        storage(m.kv_shape(c.kv_type, c.block_size), n_blocks),
         kv(static_cast<int32_t>(n_blocks), c.block_size, c.prefix_caching),
-        sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01}, kv) {
-    if (c.static_batching && c.static_padding) {
-      if (!kv.allocate_slots(pad_kv, 1)) fail("engine: no KV block left for static padding");
-      pad_table.assign(static_cast<size_t>((max_len + c.block_size - 1) / c.block_size),
-                       pad_kv.blocks[0]);
-    }
+        sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01}, kv),
+        runner(m, pool, runner_options(c, max_len_, n_blocks)) {}
+
+  static ModelRunnerOptions runner_options(const EngineConfig& c, int max_len, int64_t n_blocks) {
+    ModelRunnerOptions o;
+    o.kv_blocks = n_blocks;
+    o.block_size = c.block_size;
+    o.kv_type = c.kv_type;
+    o.max_tokens = c.max_batched_tokens;
+    o.max_logit_rows = c.max_seqs;  // one row per scheduled sequence
+    o.static_padding = c.static_batching && c.static_padding;
+    o.max_seqs = c.max_seqs;
+    o.max_positions = max_len;
+    return o;
   }
 
   void loop();
   void step();
+  void update_from_output(const StepOutput& out);
   void finish(Sequence* s, FinishReason r, const std::string& error = {});
   void emit(Sequence* s);
-  void append_token(Sequence* s, int32_t token, const SampleResult& sr, double now);
+  void append_token(Sequence* s, const SampleResult& sr, double now);
   void update_stats();
 };
 
-Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config) {
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config) {
   const ModelConfig& mc = model.config();
   if (config.block_size <= 0) fail("engine: block size must be positive");
   if (config.max_seqs <= 0) fail("engine: max_seqs must be positive, got {}", config.max_seqs);
@@ -107,9 +108,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
   const int64_t blocks_per_seq = (max_len + config.block_size - 1) / config.block_size;
   int64_t n_blocks = config.kv_blocks > 0 ? config.kv_blocks : blocks_per_seq * config.max_seqs;
   if (n_blocks < blocks_per_seq)
-    fail("engine: the KV cache ({} blocks of {} tokens) cannot hold one full-length sequence of "
-         "{} tokens ({} blocks): give it more memory or a shorter context",
-         n_blocks, config.block_size, max_len, blocks_per_seq);
+    fail(
+        "engine: the KV cache ({} blocks of {} tokens) cannot hold one full-length sequence of "
+        "{} tokens ({} blocks): give it more memory or a shorter context",
+        n_blocks, config.block_size, max_len, blocks_per_seq);
   if (tokenizer.n_vocab() != mc.n_vocab)
     fail("engine: the vocabulary has {} tokens but the model has {} embedding rows",
          tokenizer.n_vocab(), mc.n_vocab);
@@ -127,8 +129,12 @@ Engine::~Engine() {
   impl_->thread.join();
 }
 
-const EngineConfig& Engine::config() const { return impl_->cfg; }
-int Engine::max_model_len() const { return impl_->max_len; }
+const EngineConfig& Engine::config() const {
+  return impl_->cfg;
+}
+int Engine::max_model_len() const {
+  return impl_->max_len;
+}
 
 uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   Impl& I = *impl_;
@@ -136,18 +142,20 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   const int n_vocab = I.model.config().n_vocab;
   if (n_prompt == 0) fail("the prompt is empty");
   for (int32_t t : req.prompt)
-    if (t < 0 || t >= n_vocab) fail("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
+    if (t < 0 || t >= n_vocab)
+      fail("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
   if (n_prompt >= I.max_len)
-    fail("the prompt has {} tokens, but the context is {} tokens (at least one must remain for "
-         "the completion)",
-         n_prompt, I.max_len);
+    fail(
+        "the prompt has {} tokens, but the context is {} tokens (at least one must remain for "
+        "the completion)",
+        n_prompt, I.max_len);
   if (auto err = req.params.validate(n_vocab)) fail("{}", *err);
   int max_tokens = req.params.max_tokens;
   if (max_tokens < 0) {
     max_tokens = I.max_len - n_prompt;
   } else if (n_prompt + max_tokens > I.max_len) {
-    fail("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens",
-         n_prompt, max_tokens, I.max_len);
+    fail("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", n_prompt,
+         max_tokens, I.max_len);
   }
   auto s = std::make_unique<Sequence>();
   s->sink = std::move(sink);
@@ -199,9 +207,8 @@ void Engine::set_step_observer(std::function<void(const EngineStats&)> fn) {
 
 void Engine::wait_idle() {
   std::unique_lock lk(impl_->mu);
-  impl_->idle_cv.wait(lk, [&] {
-    return impl_->incoming.empty() && impl_->aborts.empty() && !impl_->busy;
-  });
+  impl_->idle_cv.wait(
+      lk, [&] { return impl_->incoming.empty() && impl_->aborts.empty() && !impl_->busy; });
 }
 
 void Engine::Impl::emit(Sequence* s) {
@@ -233,17 +240,12 @@ void Engine::Impl::finish(Sequence* s, FinishReason r, const std::string& error)
   s->pending.finish_reason = r;
   s->pending.error = error;
   sched.remove(s);
-  if (!pad_table.empty()) {
-    if (sched.n_running() == 0) {
-      pad_pos.clear();  // the static batch is over
-    } else if (r != FinishReason::kAbort) {
-      pad_pos.push_back(static_cast<int32_t>(s->tokens.size()));
-    }
-  }
+  finished_ids.push_back(s->id);
   emit(s);
 }
 
-void Engine::Impl::append_token(Sequence* s, int32_t t, const SampleResult& sr, double now) {
+void Engine::Impl::append_token(Sequence* s, const SampleResult& sr, double now) {
+  const int32_t t = sr.token;
   if (s->first_token == 0) s->first_token = now;
   s->tokens.push_back(t);
   s->sampler->accept(t);
@@ -292,6 +294,8 @@ void Engine::Impl::update_stats() {
   if (obs) obs(copy);
 }
 
+// One step: schedule → run the model → update from its output (vLLM v1's schedule() /
+// update_from_output()).
 void Engine::Impl::step() {
   sched.schedule(scheduled, preempted);
   if (!preempted.empty()) {
@@ -299,51 +303,57 @@ void Engine::Impl::step() {
     stats.preemptions += preempted.size();
   }
   preempted.clear();
-  if (scheduled.empty()) return;
+  if (scheduled.empty()) {
+    finished_ids.clear();
+    return;
+  }
 
   const double t_sched = now_seconds();
-  batch.clear();
-  sample_seqs.clear();
+  work.clear();
   for (const ScheduledSeq& ss : scheduled) {
     Sequence* s = ss.seq;
     if (s->first_scheduled == 0) s->first_scheduled = t_sched;
-    const int32_t si = batch.add_seq(s->kv.blocks);
-    const int end = s->num_computed + ss.n_new;
-    const bool wants = end == static_cast<int>(s->tokens.size());
-    for (int p = s->num_computed; p < end; ++p)
-      batch.add_token(s->tokens[static_cast<size_t>(p)], p, si, cfg.block_size,
-                      wants && p == end - 1);
-    if (wants) sample_seqs.push_back(s);
+    // The sequence samples when this step computes its last token.
+    const bool samples = s->num_computed + ss.n_new == static_cast<int>(s->tokens.size());
+    SeqWork w;
+    w.id = s->id;
+    w.tokens = std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(s->num_computed),
+                                                           static_cast<size_t>(ss.n_new));
+    w.start = s->num_computed;
+    w.blocks = &s->kv.blocks;
+    w.logits = samples ? Logits::kLast : Logits::kNone;
+    w.sampler = samples ? s->sampler.get() : nullptr;
+    w.logprobs = s->req.params.logprobs;
+    work.push_back(w);
   }
-  const size_t n_padding = pad_pos.size();
-  if (!pad_pos.empty()) {
-    const int32_t si = batch.add_seq(pad_table);
-    for (int32_t& pos : pad_pos) {
-      batch.add_token(0, std::min(pos, max_len - 1), si, cfg.block_size, false);
-      ++pos;
-    }
-  }
-  const size_t V = static_cast<size_t>(model.config().n_vocab);
-  if (logits.size() < sample_seqs.size() * V) logits.resize(sample_seqs.size() * V);
+  const StepOutput* out = nullptr;
   try {
-    model.forward(batch, storage, logits.data(), pool);
+    out = &runner.run(work, finished_ids);
   } catch (const std::exception& e) {
     // Should not happen (inputs are validated at submit); fail this step's requests, not the
     // process.
+    finished_ids.clear();
     std::vector<Sequence*> victims;
     for (const ScheduledSeq& ss : scheduled) victims.push_back(ss.seq);
     for (Sequence* s : victims) finish(s, FinishReason::kAbort, e.what());
     for (Sequence* s : victims) live.erase(s->id);
     return;
   }
+  finished_ids.clear();
+  update_from_output(*out);
+}
+
+void Engine::Impl::update_from_output(const StepOutput& out) {
   uint64_t prompt_done = 0;
-  for (const ScheduledSeq& ss : scheduled) {
-    Sequence* s = ss.seq;
+  uint64_t sampled = 0;
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    Sequence* s = scheduled[i].seq;
     const int before = s->num_computed;
-    s->num_computed += ss.n_new;
+    s->num_computed += scheduled[i].n_new;
     kv.cache_full_blocks(s->kv, s->tokens, s->num_computed);
     if (before < s->n_prompt)
       prompt_done += static_cast<uint64_t>(std::min(s->num_computed, s->n_prompt) - before);
+    if (out.samples[i].token >= 0) ++sampled;
   }
   // Counted before the tokens are handed out: a client that has its last token and then reads
   // the metrics must find it counted.
@@ -351,19 +361,18 @@ void Engine::Impl::step() {
     std::lock_guard lk(mu);
     stats.steps++;
     stats.prompt_tokens += prompt_done;
-    stats.generation_tokens += sample_seqs.size();
-    stats.padding_tokens += n_padding;
+    stats.generation_tokens += sampled;
+    stats.padding_tokens += static_cast<uint64_t>(out.n_padding);
   }
   const double now = now_seconds();
-  std::vector<uint64_t> finished;
-  for (size_t i = 0; i < sample_seqs.size(); ++i) {
-    Sequence* s = sample_seqs[i];
-    SampleResult* sr = s->req.params.logprobs ? &sample_result : nullptr;
-    const int32_t t = s->sampler->sample(&logits[i * V], static_cast<int32_t>(V), sr);
-    append_token(s, t, sr ? *sr : sample_result, now);
-    if (s->status == SeqStatus::kFinished) finished.push_back(s->id);
+  done.clear();
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    if (out.samples[i].token < 0) continue;
+    Sequence* s = scheduled[i].seq;
+    append_token(s, out.samples[i], now);
+    if (s->status == SeqStatus::kFinished) done.push_back(s->id);
   }
-  for (uint64_t id : finished) live.erase(id);
+  for (uint64_t id : done) live.erase(id);
 }
 
 void Engine::Impl::loop() {

@@ -24,7 +24,7 @@ int64_t activation_bytes(const ModelConfig& c, const PlanOptions& o) {
   const int64_t per_token_f32 = 2 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} +
                                 2 * int64_t{c.kv_dim()} + 2 * int64_t{c.ffn_dim};
   // The matmul input prepared once per step, for the widest input: an f32 copy in token tiles
-  // (float weights; cpu::Activations::f32_tiles), 4 bytes a value, which also covers the int8
+  // (float weights: the CPU backend's token tiles), 4 bytes a value, which also covers the int8
   // codes, scales and sums of quantized weights (about 1.3 bytes a value).
   const int64_t widest = std::max({int64_t{c.dim}, int64_t{c.q_dim()}, int64_t{c.ffn_dim}});
   const int64_t per_token_prepared = 4 * widest;

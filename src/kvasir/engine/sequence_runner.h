@@ -1,6 +1,6 @@
 // Runs one sequence through a model with its own paged KV cache: the offline path used by
-// `kvasir run`, `kvasir perplexity` and tests (the serving engine schedules many sequences over
-// the same Batch contract).
+// `kvasir run`, `kvasir perplexity` and tests. It is a ModelRunner (model_runner.h) over a
+// BlockPool of its own, holding one sequence.
 //
 // feed() appends tokens to the sequence: they are processed in chunks of at most `max_batch`
 // tokens (chunked prefill), their K/V written to freshly allocated 16-token blocks, and the
@@ -12,47 +12,47 @@
 #include <span>
 #include <vector>
 
+#include "kvasir/engine/model_runner.h"
 #include "kvasir/kv/block_pool.h"
-#include "kvasir/kv/kv_storage.h"
 #include "kvasir/model/model.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir {
 
 struct SequenceRunnerOptions {
-  int max_ctx = 0;         // 0: the model's training context
-  int max_batch = 512;     // tokens per forward step (chunk size of the prefill)
+  int max_ctx = 0;      // 0: the model's training context
+  int max_batch = 512;  // tokens per forward step (chunk size of the prefill)
   DType kv_type = DType::F16;
   int block_size = 16;
+  // feed() may ask for every token's logits: sizes the logits rows for max_batch tokens
+  // (max_batch x n_vocab floats) instead of one.
+  bool all_logits = false;
 };
 
 class SequenceRunner {
  public:
-  SequenceRunner(Model& model, ThreadPool& pool, const SequenceRunnerOptions& opt);
+  SequenceRunner(const Model& model, ThreadPool& pool, const SequenceRunnerOptions& opt);
 
   // Processes `tokens` at positions n_past().. and returns logits: of the last token only, or of
-  // every token when all_logits is true (row i = logits after tokens[i]). The span is valid until
-  // the next call. Throws kvasir::Error if the context would overflow.
+  // every token when all_logits is true (row i = logits after tokens[i]; needs the option). The
+  // span is valid until the next call. Throws kvasir::Error if the context would overflow.
   std::span<const float> feed(std::span<const int32_t> tokens, bool all_logits = false);
 
   int n_past() const { return n_past_; }
   int max_ctx() const { return max_ctx_; }
-  int n_vocab() const { return model_.config().n_vocab; }
+  int n_vocab() const { return runner_.n_vocab(); }
   // Forgets the sequence (blocks return to the pool).
   void reset();
   const BlockPool& pool() const { return blocks_; }
 
  private:
-  Model& model_;
-  ThreadPool& threads_;
   SequenceRunnerOptions opt_;
   int max_ctx_;
-  KVStorage kv_;
   BlockPool blocks_;
+  ModelRunner runner_;
   std::vector<int32_t> table_;
   int n_past_ = 0;
-  Batch batch_;
-  std::vector<float> logits_;
+  std::vector<float> logits_;  // every token's logits over several chunks
 };
 
 }  // namespace kvasir

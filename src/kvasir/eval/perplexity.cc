@@ -9,7 +9,7 @@
 
 namespace kvasir {
 
-PerplexityResult perplexity(Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
+PerplexityResult perplexity(const Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
                             const PerplexityOptions& opt,
                             const std::function<void(int, double)>& progress) {
   if (opt.ctx < 4) fail("perplexity: context {} is too small (need at least 4)", opt.ctx);
@@ -22,6 +22,7 @@ PerplexityResult perplexity(Model& model, ThreadPool& pool, std::span<const int3
   ro.max_ctx = opt.ctx;
   ro.max_batch = opt.max_batch;
   ro.kv_type = opt.kv_type;
+  ro.all_logits = true;
   SequenceRunner runner(model, pool, ro);
   const int64_t V = model.config().n_vocab;
   PerplexityResult r;

@@ -16,23 +16,24 @@ namespace kvasir {
 
 struct PerplexityOptions {
   int ctx = 512;
-  int bos_id = -1;       // replaces each chunk's first token when >= 0
-  int max_chunks = -1;   // -1: all
+  int bos_id = -1;      // replaces each chunk's first token when >= 0
+  int max_chunks = -1;  // -1: all
   int max_batch = 512;
   DType kv_type = DType::F16;
 };
 
 struct PerplexityResult {
   double ppl = 0;
-  double nll = 0;        // mean negative log-likelihood (nats)
-  int64_t scored = 0;    // tokens scored
+  double nll = 0;      // mean negative log-likelihood (nats)
+  int64_t scored = 0;  // tokens scored
   int chunks = 0;
   double seconds = 0;
 };
 
 // Throws kvasir::Error if the tokens do not fill at least one chunk of ctx tokens.
-PerplexityResult perplexity(Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
-                            const PerplexityOptions& opt,
-                            const std::function<void(int chunk, double running_ppl)>& progress = {});
+PerplexityResult perplexity(
+    const Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
+    const PerplexityOptions& opt,
+    const std::function<void(int chunk, double running_ppl)>& progress = {});
 
 }  // namespace kvasir

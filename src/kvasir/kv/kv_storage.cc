@@ -1,8 +1,5 @@
 #include "kvasir/kv/kv_storage.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "kvasir/util/error.h"
 
 namespace kvasir {
@@ -12,9 +9,8 @@ size_t KVShape::bytes_per_token() const {
          static_cast<size_t>(head_dim) * dtype_info(type).block_bytes;
 }
 
-void KVStorage::FreeDeleter::operator()(void* p) const { std::free(p); }
-
-KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks) : shape_(shape), n_blocks_(n_blocks) {
+KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend)
+    : shape_(shape), n_blocks_(n_blocks) {
   if (shape.type != DType::F16 && shape.type != DType::F32)
     fail("KV cache dtype {} is not supported (expected f16 or f32)", dtype_name(shape.type));
   if (n_blocks <= 0 || shape.n_layers <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
@@ -24,14 +20,10 @@ KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks) : shape_(shape), n_
   const size_t elem = dtype_info(shape.type).block_bytes;
   const size_t per_layer_one =
       static_cast<size_t>(n_blocks) * shape.block_size * shape.n_kv_heads * shape.head_dim * elem;
-  const size_t total = 2 * per_layer_one * shape.n_layers;
-  void* p = std::aligned_alloc(64, (total + 63) / 64 * 64);
-  if (!p) fail("cannot allocate {} bytes for the KV cache", total);
-  std::memset(p, 0, total);
-  memory_.reset(p);
-  auto* base = static_cast<uint8_t*>(p);
+  memory_ = backend.alloc(2 * per_layer_one * shape.n_layers, "the KV cache");
+  auto* base = static_cast<uint8_t*>(memory_->data());
   for (int l = 0; l < shape.n_layers; ++l) {
-    cpu::PagedKVLayer L;
+    PagedKVLayer L;
     L.type = shape.type;
     L.block_size = shape.block_size;
     L.n_kv_heads = shape.n_kv_heads;
@@ -43,6 +35,8 @@ KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks) : shape_(shape), n_
   }
 }
 
-size_t KVStorage::bytes() const { return shape_.bytes_per_token() * shape_.block_size * n_blocks_; }
+size_t KVStorage::bytes() const {
+  return shape_.bytes_per_token() * shape_.block_size * n_blocks_;
+}
 
 }  // namespace kvasir

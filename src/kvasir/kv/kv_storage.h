@@ -1,17 +1,18 @@
 // Paged KV storage: the memory that holds every layer's keys and values, carved into blocks.
 //
 // A block holds `block_size` consecutive token positions of one sequence, for every KV head of one
-// layer, laid out [kv_head][token_in_block][head_dim] (see kernels/cpu/attention.h). All layers
-// share block ids: block b of the cache is block b in every layer, so one block table per sequence
-// addresses all layers. Memory is allocated once, at construction, from the plan; nothing grows
-// afterwards (sequences borrow blocks from a BlockPool).
+// layer, laid out [kv_head][token_in_block][head_dim] (kernels/views.h). All layers share block
+// ids: block b of the cache is block b in every layer, so one block table per sequence addresses
+// all layers. Memory is allocated once, at construction, in the backend's memory (device memory
+// for a GPU backend); nothing grows afterwards (sequences borrow blocks from a BlockPool).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "kvasir/kernels/cpu/attention.h"
+#include "kvasir/kernels/backend.h"
+#include "kvasir/kernels/views.h"
 #include "kvasir/tensor/dtype.h"
 
 namespace kvasir {
@@ -30,22 +31,20 @@ struct KVShape {
 
 class KVStorage {
  public:
-  // Allocates n_blocks blocks for every layer. Throws kvasir::Error if the allocation fails.
-  KVStorage(const KVShape& shape, int64_t n_blocks);
+  // Allocates n_blocks blocks for every layer in `backend`'s memory. Throws kvasir::Error for a
+  // bad shape or dtype, or if the allocation fails.
+  KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend);
 
   const KVShape& shape() const { return shape_; }
   int64_t n_blocks() const { return n_blocks_; }
   size_t bytes() const;
-  cpu::PagedKVLayer layer(int i) const { return layers_[static_cast<size_t>(i)]; }
+  PagedKVLayer layer(int i) const { return layers_[static_cast<size_t>(i)]; }
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const;
-  };
   KVShape shape_;
   int64_t n_blocks_;
-  std::unique_ptr<void, FreeDeleter> memory_;
-  std::vector<cpu::PagedKVLayer> layers_;
+  std::unique_ptr<DeviceBuffer> memory_;
+  std::vector<PagedKVLayer> layers_;
 };
 
 }  // namespace kvasir

@@ -4,13 +4,15 @@
 // key/value rows are written to (slot = block_id * block_size + offset), plus which tokens need
 // logits and every sequence's block table. Decode, chunked prefill, prefix-cache hits and
 // speculative verification are all just different Batches. The forward pass is a pure function
-// of (weights, Batch, KV storage).
+// of (weights, Batch, KV storage): Model::forward is const, and what it writes besides the logits
+// (the ForwardState's scratch, the batch's own K/V slots) no later step reads except through the
+// KV storage. Batches are built in one place: engine/model_runner.h. Index arrays are host memory.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "kvasir/kernels/cpu/attention.h"
+#include "kvasir/kernels/views.h"
 
 namespace kvasir {
 
@@ -20,7 +22,7 @@ struct Batch {
   std::vector<int32_t> seq_index;   // per token: index into seqs
   std::vector<int32_t> slots;       // per token: KV slot
   std::vector<int32_t> logit_rows;  // tokens whose logits are returned, in output order
-  std::vector<cpu::AttentionSeq> seqs;  // block tables (not owned: they point at the caller's)
+  std::vector<AttentionSeq> seqs;   // block tables (not owned: they point at the caller's)
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
 
@@ -41,7 +43,7 @@ struct Batch {
 
   // Adds one token of sequence `seq` at `pos`; its slot comes from the sequence's block table.
   void add_token(int32_t token, int32_t pos, int32_t seq, int block_size, bool want_logits) {
-    const cpu::AttentionSeq& s = seqs[static_cast<size_t>(seq)];
+    const AttentionSeq& s = seqs[static_cast<size_t>(seq)];
     if (want_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size()));
     tokens.push_back(token);
     positions.push_back(pos);

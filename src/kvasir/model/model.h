@@ -1,86 +1,91 @@
-// A loaded llama-family model: configuration, weights and the forward pass over a Batch.
-// Norms, biases and the token-embedding table are zero-copy views into the GGUF mapping; every
-// matrix the forward pass multiplies by is repacked once at load (cpu::PackedMatrix), the layout
-// the matmul kernels stream.
+// A loaded llama-family model: configuration and weights, immutable after load, and the forward
+// pass over a Batch.
+//
+// Weights live in one backend's memory and compute layout (kernels/backend.h): every matrix the
+// forward pass multiplies by is converted once at load (the CPU backend repacks it into panels);
+// norms, biases and the token-embedding table are views into the GGUF mapping where the backend
+// reads host memory. A Model holds no per-step state: forward() is const and writes only the
+// ForwardState and the KV storage it is given, so several runners (a target and its draft, two
+// engines) share one Model.
 //
 // forward() reads like llama2.c's: embed → for each layer (RMSNorm → Q/K/V → RoPE → write K/V to
 // the paged cache → flash attention → output projection → residual → RMSNorm → SwiGLU FFN →
-// residual) → final norm → logits for the rows that asked for them. Scratch buffers are sized
-// once for `max_batch_tokens` and reused: the step does not allocate.
+// residual) → final norm → logits for the rows that asked for them. Logits are a pure function of
+// (weights, Batch, KV storage): see batch.h.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "kvasir/format/gguf.h"
-#include "kvasir/kernels/cpu/matmul.h"
+#include "kvasir/kernels/backend.h"
 #include "kvasir/kv/kv_storage.h"
 #include "kvasir/model/batch.h"
 #include "kvasir/model/config.h"
-#include "kvasir/util/thread_pool.h"
 
 namespace kvasir {
 
+class ForwardState;
+
 struct LayerWeights {
   const float* attn_norm = nullptr;
-  cpu::PackedMatrix wq, wk, wv, wo;
+  std::unique_ptr<DeviceMatrix> wq, wk, wv, wo;
   const float* bq = nullptr;  // qwen2 only
   const float* bk = nullptr;
   const float* bv = nullptr;
   const float* ffn_norm = nullptr;
-  cpu::PackedMatrix w_gate, w_up, w_down;
+  std::unique_ptr<DeviceMatrix> w_gate, w_up, w_down;
 };
 
 class Model {
  public:
   struct LoadOptions {
-    // Repack the matrices for compute (on a pool of all cores). Off: only the configuration and
+    // Convert the matrices for compute (on a pool of all cores). Off: only the configuration and
     // the checks (e.g. `kvasir plan`), forward() must not be called.
     bool pack = true;
+    BackendKind backend = BackendKind::kCpu;
   };
   // Loads `path` (mmap) and binds every tensor, checking names, shapes and dtypes. Throws
   // kvasir::Error naming the file and tensor.
   static std::unique_ptr<Model> load(const std::string& path);
   static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
   const gguf::GGUFFile& file() const { return *file_; }
+  // The backend whose memory and layout the weights are in; a ForwardState must use one of it.
+  BackendKind backend_kind() const { return backend_kind_; }
   // The dtype most of the weights use (for reports): the type of blk.0.ffn_down.
   DType weight_type() const { return weight_type_; }
-  // Bytes the weights occupy in memory: the file's tensors, plus a packed copy of the output
-  // matrix when it is tied to the token embeddings (the table itself stays in the mapping).
+  // Bytes the weights occupy in memory: the file's tensors, plus the backend's copy of the
+  // output matrix when it is tied to the token embeddings (the table itself stays in the mapping).
   size_t weight_bytes() const;
 
   KVShape kv_shape(DType kv_type = DType::F16, int block_size = 16) const;
 
-  // Runs one step. `logits` receives batch.logit_rows.size() rows of n_vocab floats.
-  // max batch size grows the scratch on first use (outside the steady state).
-  void forward(const Batch& batch, const KVStorage& kv, float* logits, ThreadPool& pool);
+  // Runs one step. `logits` (host memory) receives batch.logit_rows.size() rows of n_vocab floats.
+  // Throws kvasir::Error, before any work, for a token id outside the vocabulary, a batch larger
+  // than the state was sized for, or a state made for another model or backend.
+  void forward(const Batch& batch, const KVStorage& kv, ForwardState& state, float* logits) const;
 
  private:
   Model() = default;
   void bind_weights(bool pack);
-  void ensure_scratch(int64_t n_tokens, int64_t n_logits);
-  void project(const float* in, int64_t n, int64_t cols, std::span<const cpu::MatmulOutput> outs,
-               ThreadPool& pool);
 
   std::unique_ptr<gguf::GGUFFile> file_;
   ModelConfig config_;
-  cpu::Matrix tok_embd_;
-  cpu::PackedMatrix output_;
-  bool tied_output_ = false;
+  BackendKind backend_kind_ = BackendKind::kCpu;
+  MatrixView tok_embd_;
+  std::unique_ptr<DeviceMatrix> output_;
+  size_t tied_output_bytes_ = 0;  // the backend's copy of a tied output matrix
   DType weight_type_ = DType::F32;
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;
-
-  // Scratch, sized for the largest batch seen so far.
-  int64_t cap_tokens_ = 0;
-  std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_, hl_;
-  cpu::Activations act_;
+  std::vector<float> inv_freq_host_;
+  const float* inv_freq_ = nullptr;
+  std::vector<std::unique_ptr<DeviceBuffer>> vectors_;  // norms, biases, inv_freq_ (backend memory)
 };
 
 }  // namespace kvasir

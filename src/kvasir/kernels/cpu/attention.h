@@ -1,9 +1,7 @@
 // Flash-style causal attention over a paged KV cache, on the CPU.
 //
-// KV storage (one layer): K and V each hold n_blocks blocks; a block holds `block_size` tokens
-// (16 by default) for every KV head, laid out [block][kv_head][token_in_block][head_dim], in F16
-// or F32. A token at logical position p of a sequence lives in block block_table[p / block_size]
-// at offset p % block_size; its "slot" is block_id * block_size + offset.
+// The KV layout, the block tables and the arguments are the backend-neutral views of
+// kernels/views.h.
 //
 // For each query token (query position q_pos, its sequence's block table) and each head h, the
 // output is softmax(q·Kᵀ·scale) · V over the sequence's KV positions 0..q_pos (causal), with the
@@ -18,20 +16,10 @@
 
 #include <cstdint>
 
-#include "kvasir/tensor/dtype.h"
+#include "kvasir/kernels/views.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
-
-struct PagedKVLayer {
-  DType type = DType::F16;  // F16 or F32
-  int block_size = 16;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int64_t n_blocks = 0;
-  void* k = nullptr;  // n_blocks * n_kv_heads * block_size * head_dim elements
-  void* v = nullptr;
-};
 
 // Writes K and V rows (n_tokens x n_kv_heads*head_dim floats each) into their slots
 // (slot[t] = block_id * block_size + offset). F16 rounds to nearest even, bit-identical to
@@ -39,23 +27,6 @@ struct PagedKVLayer {
 // token).
 void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
               int64_t n_tokens);
-
-struct AttentionSeq {
-  const int32_t* block_table = nullptr;  // block ids of this sequence, in position order
-  int32_t n_blocks = 0;
-};
-
-struct AttentionArgs {
-  const float* q = nullptr;  // n_tokens x n_heads*head_dim
-  int64_t n_tokens = 0;
-  int n_heads = 0;
-  const int32_t* positions = nullptr;  // per query token: its position (attends to 0..pos)
-  const int32_t* seq_index = nullptr;  // per query token: index into seqs
-  const AttentionSeq* seqs = nullptr;
-  float scale = 1.0f;    // usually 1/sqrt(head_dim)
-  float* out = nullptr;  // n_tokens x n_heads*head_dim; may alias q
-  int32_t n_seqs = -1;   // entries in seqs; when >= 0, seq_index is checked against it
-};
 
 // Throws kvasir::Error (before any work starts) on a bad layout, seq_index, position, or a block
 // table that is too short or names a block outside the cache. Scratch is per thread, grown on

@@ -174,19 +174,19 @@ void matmul(std::span<const MatmulOutput> outs, const Activations& x, ThreadPool
   });
 }
 
-void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool) {
+void matmul(const MatrixView& w, const Activations& x, float* y, ThreadPool& pool) {
   const PackedMatrix packed(w, pool);
   matmul(packed, x, y, pool);
 }
 
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   const PackedMatrix packed(w, pool);
   Activations a;
   a.prepare(x, n_tokens, w.cols, w.type, pool);
   matmul(packed, a, y, pool);
 }
 
-void dequantize_row(const Matrix& w, int64_t row, float* out) {
+void dequantize_row(const MatrixView& w, int64_t row, float* out) {
   if (row < 0 || row >= w.rows) {
     fail("dequantize_row: row {} out of range for a matrix of {} rows", row, w.rows);
   }

@@ -29,18 +29,11 @@
 #include <vector>
 
 #include "kvasir/kernels/cpu/packed_matrix.h"
+#include "kvasir/kernels/views.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
-
-// A weight matrix in ggml row layout (a view, e.g. into a GGUF mapping).
-struct Matrix {
-  DType type = DType::F32;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  const void* data = nullptr;  // rows * row_bytes(type, cols) bytes
-};
 
 // Tokens per activation tile of the float-family GEMM (F32/F16/BF16 weights).
 constexpr int64_t kFloatTokenTile = 6;
@@ -96,11 +89,11 @@ struct MatmulOutput {
 void matmul(std::span<const MatmulOutput> outputs, const Activations& x, ThreadPool& pool);
 
 // Convenience (tests, one-off calls): packs `w` first, and prepares the activations.
-void matmul(const Matrix& w, const Activations& x, float* y, ThreadPool& pool);
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+void matmul(const MatrixView& w, const Activations& x, float* y, ThreadPool& pool);
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 // Copies row `row` of W to `out` as floats (embedding lookup for any dtype).
-void dequantize_row(const Matrix& w, int64_t row, float* out);
+void dequantize_row(const MatrixView& w, int64_t row, float* out);
 
 // Name of the SIMD target Highway's dispatch chose on this machine (e.g. "AVX2").
 const char* simd_target_name();

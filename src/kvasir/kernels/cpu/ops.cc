@@ -231,14 +231,47 @@ HWY_EXPORT(SwigluImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(SoftmaxImpl);
 
+namespace {
+
+// Below this many floats an operation runs inline on the calling thread: it costs about a
+// nanosecond per float, waking the pool a few microseconds.
+constexpr int64_t kMinParallelFloats = int64_t{1} << 15;
+
+// fn(r0, r1) over [0, n_rows), split by rows over the pool when the rows hold enough floats.
+template <class F>
+void for_rows(ThreadPool& pool, int64_t n_rows, int64_t floats_per_row, F&& fn) {
+  if (pool.size() == 1 || n_rows < 2 || n_rows * floats_per_row < kMinParallelFloats) {
+    fn(int64_t{0}, n_rows);
+  } else {
+    pool.parallel_for(n_rows, [&](int64_t r0, int64_t r1, int) { fn(r0, r1); });
+  }
+}
+
+// Element-wise operations split [0, n) in chunks of whole SIMD-friendly runs; an element's
+// result does not depend on where a chunk starts (the tails use the same vector code).
+constexpr int64_t kElementChunk = 64;
+
+template <class F>
+void for_elements(ThreadPool& pool, int64_t n, F&& fn) {
+  const int64_t n_chunks = (n + kElementChunk - 1) / kElementChunk;
+  for_rows(pool, n_chunks, kElementChunk, [&](int64_t c0, int64_t c1) {
+    const int64_t i0 = c0 * kElementChunk;
+    fn(i0, std::min(n, c1 * kElementChunk) - i0);
+  });
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* weight, float* out, int64_t n_rows, int64_t dim,
-              float eps) {
+              float eps, ThreadPool& pool) {
   if (n_rows < 0 || dim <= 0) fail("rms_norm: bad shape ({} rows of {})", n_rows, dim);
-  HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, weight, out, n_rows, dim, eps);
+  for_rows(pool, n_rows, dim, [&](int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x + r0 * dim, weight, out + r0 * dim, r1 - r0, dim, eps);
+  });
 }
 
 void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_dim, int rope_dim,
-          const float* inv_freq, bool neox) {
+          const float* inv_freq, bool neox, ThreadPool& pool) {
   if (n_rows < 0 || n_heads <= 0 || head_dim <= 0 || rope_dim < 0 || rope_dim > head_dim ||
       rope_dim % 2 != 0) {
     fail(
@@ -247,17 +280,32 @@ void rope(float* x, const int32_t* pos, int64_t n_rows, int n_heads, int head_di
         n_rows, n_heads, head_dim, rope_dim);
   }
   if (n_rows == 0 || rope_dim == 0) return;
-  HWY_DYNAMIC_DISPATCH(RopeImpl)(x, pos, n_rows, n_heads, head_dim, rope_dim, inv_freq, neox);
+  const int64_t width = int64_t{n_heads} * head_dim;
+  for_rows(pool, n_rows, width, [&](int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(RopeImpl)
+    (x + r0 * width, pos + r0, r1 - r0, n_heads, head_dim, rope_dim, inv_freq, neox);
+  });
 }
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool) {
   if (n < 0) fail("swiglu: negative length {}", n);
-  HWY_DYNAMIC_DISPATCH(SwigluImpl)(gate, up, out, n);
+  for_elements(pool, n, [&](int64_t i, int64_t len) {
+    HWY_DYNAMIC_DISPATCH(SwigluImpl)(gate + i, up + i, out + i, len);
+  });
 }
 
-void add(float* x, const float* y, int64_t n) {
+void add(float* x, const float* y, int64_t n, ThreadPool& pool) {
   if (n < 0) fail("add: negative length {}", n);
-  HWY_DYNAMIC_DISPATCH(AddImpl)(x, y, n);
+  for_elements(pool, n, [&](int64_t i, int64_t len) {
+    HWY_DYNAMIC_DISPATCH(AddImpl)(x + i, y + i, len);
+  });
+}
+
+void add_bias(float* x, const float* bias, int64_t n_rows, int64_t dim, ThreadPool& pool) {
+  if (n_rows < 0 || dim <= 0) fail("add_bias: bad shape ({} rows of {})", n_rows, dim);
+  for_rows(pool, n_rows, dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) HWY_DYNAMIC_DISPATCH(AddImpl)(x + r * dim, bias, dim);
+  });
 }
 
 void softmax(float* x, int64_t n) {

@@ -65,7 +65,7 @@ void transpose_panel(const uint8_t* src, size_t row_stride, int64_t n_rows, int6
 }
 
 // Packs panel p of w into dst (panel_bytes bytes, already zeroed).
-void pack_panel(const Matrix& w, int64_t p, uint8_t* dst) {
+void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   const auto* src = static_cast<const uint8_t*>(w.data);
   const size_t rb = row_bytes(w.type, w.cols);
   const int64_t r0 = p * kPanelRows;
@@ -111,18 +111,16 @@ size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
   return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) * panel_bytes_of(t, cols);
 }
 
-PackedMatrix::PackedMatrix(const Matrix& w, ThreadPool& pool) {
+PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
+    : DeviceMatrix(w.type, w.rows, w.cols) {
   check_shape(w.type, w.rows, w.cols);
   if (w.rows > 0 && w.data == nullptr) fail("pack: weight matrix has no data");
-  type_ = w.type;
-  rows_ = w.rows;
-  cols_ = w.cols;
   panel_bytes_ = panel_bytes_of(w.type, w.cols);
   block_code_bytes_ = code_bytes(w.type);
   scales_offset_ = static_cast<size_t>(w.cols / kQK8_0) * block_code_bytes_;
   const int64_t np = n_panels();
   data_ = hwy::AllocateAligned<uint8_t>(std::max<size_t>(bytes(), 1));
-  if (!data_) fail("pack: cannot allocate {} bytes for a {} x {} matrix", bytes(), rows_, cols_);
+  if (!data_) fail("pack: cannot allocate {} bytes for a {} x {} matrix", bytes(), rows(), cols());
   uint8_t* base = data_.get();
   const size_t pb = panel_bytes_;
   pool.parallel_for(np, [&](int64_t p0, int64_t p1, int) {

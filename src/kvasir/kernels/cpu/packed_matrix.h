@@ -20,37 +20,37 @@
 // The codes and scales are copied bit for bit: packing loses nothing.
 #pragma once
 
+#include <hwy/aligned_allocator.h>
+
 #include <cstddef>
 #include <cstdint>
 
-#include <hwy/aligned_allocator.h>
-
+#include "kvasir/kernels/backend.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
 
-struct Matrix;
-
 constexpr int64_t kPanelRows = 8;
 
-class PackedMatrix {
+// The CPU backend's DeviceMatrix (kernels/backend.h).
+class PackedMatrix final : public DeviceMatrix {
  public:
   PackedMatrix() = default;
   // Repacks `w` (ggml row layout; F32, F16, BF16, Q8_0 or Q4_0). The copy runs on `pool`.
   // Throws kvasir::Error for an unsupported dtype or a shape the dtype cannot have.
-  PackedMatrix(const Matrix& w, ThreadPool& pool);
+  PackedMatrix(const MatrixView& w, ThreadPool& pool);
   PackedMatrix(PackedMatrix&&) noexcept = default;
   PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
 
-  DType type() const { return type_; }
-  int64_t rows() const { return rows_; }
-  int64_t cols() const { return cols_; }
-  int64_t n_panels() const { return (rows_ + kPanelRows - 1) / kPanelRows; }
+  BackendKind backend() const override { return BackendKind::kCpu; }
+  int64_t n_panels() const { return (rows() + kPanelRows - 1) / kPanelRows; }
   size_t panel_bytes() const { return panel_bytes_; }
-  const uint8_t* panel(int64_t p) const { return data_.get() + static_cast<size_t>(p) * panel_bytes_; }
+  const uint8_t* panel(int64_t p) const {
+    return data_.get() + static_cast<size_t>(p) * panel_bytes_;
+  }
   const uint8_t* data() const { return data_.get(); }
-  size_t bytes() const { return static_cast<size_t>(n_panels()) * panel_bytes_; }
+  size_t bytes() const override { return static_cast<size_t>(n_panels()) * panel_bytes_; }
   bool empty() const { return data_ == nullptr; }
 
   // Offset of the fp16 scales inside a quantized panel (after every block's codes).
@@ -59,9 +59,6 @@ class PackedMatrix {
   size_t block_code_bytes() const { return block_code_bytes_; }
 
  private:
-  DType type_ = DType::F32;
-  int64_t rows_ = 0;
-  int64_t cols_ = 0;
   size_t panel_bytes_ = 0;
   size_t scales_offset_ = 0;
   size_t block_code_bytes_ = 0;

@@ -1,0 +1,58 @@
+// Backend-neutral views: the data the forward pass hands to kernels, whatever backend runs them
+// (kernels/backend.h). A view owns nothing; the memory it points at belongs to the caller
+// (a GGUF mapping, the KV storage, the Batch) and lives in the backend's address space.
+//
+// Paged KV layout (one layer): K and V each hold n_blocks blocks; a block holds `block_size`
+// tokens (16 by default) for every KV head, laid out [block][kv_head][token_in_block][head_dim],
+// in F16 or F32. A token at logical position p of a sequence lives in block block_table[p /
+// block_size] at offset p % block_size; its "slot" is block_id * block_size + offset. All layers
+// share block ids, so one block table per sequence addresses every layer.
+#pragma once
+
+#include <cstdint>
+
+#include "kvasir/tensor/dtype.h"
+
+namespace kvasir {
+
+// A weight matrix in ggml row layout: `rows` output features of `cols` input features, each row
+// row_bytes(type, cols) bytes (e.g. a view into a GGUF mapping).
+struct MatrixView {
+  DType type = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;  // rows * row_bytes(type, cols) bytes
+};
+
+// One layer of the paged KV cache.
+struct PagedKVLayer {
+  DType type = DType::F16;  // F16 or F32
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int64_t n_blocks = 0;
+  void* k = nullptr;  // n_blocks * n_kv_heads * block_size * head_dim elements
+  void* v = nullptr;
+};
+
+// One sequence's block table (not owned).
+struct AttentionSeq {
+  const int32_t* block_table = nullptr;  // block ids of this sequence, in position order
+  int32_t n_blocks = 0;
+};
+
+// Causal attention of n_tokens query rows over the paged KV cache: query token t (at position
+// positions[t] of sequence seqs[seq_index[t]]) attends to that sequence's positions 0..pos.
+struct AttentionArgs {
+  const float* q = nullptr;  // n_tokens x n_heads*head_dim
+  int64_t n_tokens = 0;
+  int n_heads = 0;
+  const int32_t* positions = nullptr;  // per query token: its position (attends to 0..pos)
+  const int32_t* seq_index = nullptr;  // per query token: index into seqs
+  const AttentionSeq* seqs = nullptr;
+  float scale = 1.0f;    // usually 1/sqrt(head_dim)
+  float* out = nullptr;  // n_tokens x n_heads*head_dim; may alias q
+  int32_t n_seqs = -1;   // entries in seqs; when >= 0, seq_index is checked against it
+};
+
+}  // namespace kvasir
