@@ -1,7 +1,6 @@
 #include "kvasir/kv/kv_cache_manager.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kvasir/util/error.h"
 
@@ -15,26 +14,20 @@ inline uint64_t mix64(uint64_t z) {  // splitmix64 finalizer
 }
 }  // namespace
 
-KVCacheManager::KVCacheManager(int32_t n_blocks, int block_size, bool prefix_caching)
-    : pool_(n_blocks), block_size_(block_size), prefix_caching_(prefix_caching) {
-  if (block_size <= 0) fail("block size must be positive, got {}", block_size);
-  const auto n = static_cast<size_t>(n_blocks);
-  hash_of_.assign(n, 0);
-  parent_hash_of_.assign(n, 0);
-  if (prefix_caching_) tokens_of_.assign(n * static_cast<size_t>(block_size), 0);
-  pool_.set_evict_callback([this](int32_t b) { forget(b); });
-  by_hash_.reserve(n);
-}
-
-uint64_t KVCacheManager::chain_hash(uint64_t parent, std::span<const int32_t> toks) const {
+uint64_t chain_hash(uint64_t parent, std::span<const int32_t> toks) {
   uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ull);
-  for (int32_t t : toks) h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 0x632be59bd9b4e019ull));
+  for (int32_t t : toks)
+    h = mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 0x632be59bd9b4e019ull));
   return h;
 }
 
-void KVCacheManager::forget(int32_t block) {
-  auto it = by_hash_.find(hash_of_[static_cast<size_t>(block)]);
-  if (it != by_hash_.end() && it->second == block) by_hash_.erase(it);
+KVCacheManager::KVCacheManager(int32_t n_blocks, int block_size, bool prefix_caching,
+                               BlockHasher hasher)
+    : pool_(n_blocks, prefix_caching && block_size > 0 ? block_size : 0),
+      block_size_(block_size),
+      prefix_caching_(prefix_caching),
+      hasher_(hasher) {
+  if (block_size <= 0) fail("block size must be positive, got {}", block_size);
 }
 
 int KVCacheManager::acquire_cached_prefix(std::span<const int32_t> tokens, int max_blocks,
@@ -42,22 +35,16 @@ int KVCacheManager::acquire_cached_prefix(std::span<const int32_t> tokens, int m
   if (!prefix_caching_ || !seq.blocks.empty()) return 0;
   const int bs = block_size_;
   const int n_full = std::min<int>(static_cast<int>(tokens.size()) / bs, max_blocks);
-  uint64_t h = 0;
   for (int b = 0; b < n_full; ++b) {
     auto blk_tokens = tokens.subspan(static_cast<size_t>(b) * bs, static_cast<size_t>(bs));
-    const uint64_t hb = chain_hash(h, blk_tokens);
-    auto it = by_hash_.find(hb);
-    if (it == by_hash_.end()) break;
-    const int32_t blk = it->second;
-    const auto i = static_cast<size_t>(blk);
-    if (parent_hash_of_[i] != h ||
-        std::memcmp(&tokens_of_[i * bs], blk_tokens.data(), sizeof(int32_t) * bs) != 0)
-      break;  // hash collision: not our prefix
+    const uint64_t hb = hasher_(seq.last_hash, blk_tokens);
+    const int32_t blk = pool_.find_cached(hb, seq.last_id, blk_tokens);
+    if (blk < 0) break;
     pool_.add_ref(blk);
     seq.blocks.push_back(blk);
     seq.n_hashed = b + 1;
     seq.last_hash = hb;
-    h = hb;
+    seq.last_id = pool_.cache_id(blk);
   }
   return seq.n_hashed * bs;
 }
@@ -75,24 +62,28 @@ bool KVCacheManager::allocate_slots(SeqBlocks& seq, int n_tokens) {
 
 void KVCacheManager::cache_full_blocks(SeqBlocks& seq, std::span<const int32_t> tokens,
                                        int n_computed) {
-  if (!prefix_caching_) return;
+  if (!prefix_caching_ || !seq.cacheable) return;
   const int bs = block_size_;
   const int n_full = std::min<int>(n_computed / bs, static_cast<int>(seq.blocks.size()));
   for (int b = seq.n_hashed; b < n_full; ++b) {
     auto blk_tokens = tokens.subspan(static_cast<size_t>(b) * bs, static_cast<size_t>(bs));
-    const uint64_t hb = chain_hash(seq.last_hash, blk_tokens);
+    const uint64_t hb = hasher_(seq.last_hash, blk_tokens);
     const int32_t blk = seq.blocks[static_cast<size_t>(b)];
-    const auto i = static_cast<size_t>(blk);
-    if (!pool_.is_cached(blk) && by_hash_.find(hb) == by_hash_.end()) {
-      by_hash_.emplace(hb, blk);
-      hash_of_[i] = hb;
-      parent_hash_of_[i] = seq.last_hash;
-      std::memcpy(&tokens_of_[i * bs], blk_tokens.data(), sizeof(int32_t) * bs);
-      pool_.set_cached(blk, true);
+    uint64_t id = pool_.cache_block(blk, hb, seq.last_id, blk_tokens);
+    if (id == 0) {
+      // The hash is taken. By a duplicate of this very block: it stays private and the chain
+      // continues from the cached copy. By a collision: nothing after it can be verified, so this
+      // sequence caches no more.
+      const int32_t dup = pool_.find_cached(hb, seq.last_id, blk_tokens);
+      if (dup < 0) {
+        seq.cacheable = false;
+        return;
+      }
+      id = pool_.cache_id(dup);
     }
-    // A duplicate of an already cached block stays private; the chain continues by hash.
     seq.n_hashed = b + 1;
     seq.last_hash = hb;
+    seq.last_id = id;
   }
 }
 
@@ -100,6 +91,8 @@ void KVCacheManager::free(SeqBlocks& seq) {
   pool_.release_all(seq.blocks);
   seq.n_hashed = 0;
   seq.last_hash = 0;
+  seq.last_id = 0;
+  seq.cacheable = true;
 }
 
 }  // namespace kvasir

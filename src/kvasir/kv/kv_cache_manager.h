@@ -1,13 +1,17 @@
 // KV cache manager: per-sequence block tables over one BlockPool, with automatic prefix caching.
 //
 // Every full block of a sequence is identified by a chain hash: hash(parent block's hash, the
-// block's 16 token ids), so equal hashes mean equal whole prefixes. Once a block's K/V are
-// computed it is registered in the prefix cache; a new request reuses the longest chain of cached
-// blocks that matches its prompt (taking references, no copy), and computes only the rest.
-// Unreferenced cached blocks stay reusable until the pool evicts them in LRU order.
-// A hit is verified against the stored tokens and parent hash, so a hash collision cannot hand a
-// request someone else's K/V (a collision of the full 64-bit chain hash *and* the tokens would be
-// needed).
+// block's 16 token ids), so equal hashes mean equal whole prefixes but for collisions. Once a
+// block's K/V are computed it is registered in the prefix cache; a new request reuses the longest
+// chain of cached blocks that matches its prompt (taking references, no copy), and computes only
+// the rest. Unreferenced cached blocks stay reusable until the pool evicts them in LRU order.
+// The cache's state (what is cached, the hash index, the eviction order) belongs to the BlockPool;
+// this class does the per-sequence work: hashing, matching a prompt, registering full blocks.
+// Every hit is verified (block_pool.h): the block's tokens and the identity of the cached block
+// before it must match, so a hash collision — accidental or crafted — cannot hand a request K/V
+// computed from another prefix. A block that duplicates one already cached (two requests computed
+// the same prefix at once) stays private, and its sequence's chain continues from the cached one,
+// so what follows it is still found.
 //
 // Memory is reserved per block as positions are reached (never by maximum length): a sequence's
 // waste is at most its last partial block.
@@ -15,7 +19,6 @@
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "kvasir/kv/block_pool.h"
@@ -27,11 +30,19 @@ struct SeqBlocks {
   std::vector<int32_t> blocks;  // block table, position order
   int n_hashed = 0;             // leading full blocks known to the prefix cache (hit or registered)
   uint64_t last_hash = 0;       // chain hash of block n_hashed - 1
+  uint64_t last_id = 0;         // cache id of the cached block equal to block n_hashed - 1
+  bool cacheable = true;        // false once a block could not be cached (its hash was taken)
 };
+
+// The hash of a full block after the block whose chain hash is `parent` (0 for a first block).
+using BlockHasher = uint64_t (*)(uint64_t parent, std::span<const int32_t> block_tokens);
+uint64_t chain_hash(uint64_t parent, std::span<const int32_t> block_tokens);
 
 class KVCacheManager {
  public:
-  KVCacheManager(int32_t n_blocks, int block_size, bool prefix_caching);
+  // `hasher` is for tests (e.g. one that collides); the default is chain_hash.
+  KVCacheManager(int32_t n_blocks, int block_size, bool prefix_caching,
+                 BlockHasher hasher = chain_hash);
 
   int block_size() const { return block_size_; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
@@ -58,16 +69,10 @@ class KVCacheManager {
   void free(SeqBlocks& seq);
 
  private:
-  uint64_t chain_hash(uint64_t parent, std::span<const int32_t> block_tokens) const;
-  void forget(int32_t block);
-
   BlockPool pool_;
   int block_size_;
   bool prefix_caching_;
-  std::unordered_map<uint64_t, int32_t> by_hash_;
-  std::vector<uint64_t> hash_of_;         // per block: its chain hash (valid while cached)
-  std::vector<uint64_t> parent_hash_of_;  // per block: the parent's chain hash
-  std::vector<int32_t> tokens_of_;        // per block: its block_size token ids
+  BlockHasher hasher_;
 };
 
 }  // namespace kvasir
