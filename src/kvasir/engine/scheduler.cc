@@ -34,19 +34,14 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
       continue;
     }
     bool self_preempted = false;
+    // Victims come from the back of running_ while this loop serves it from the front, so a
+    // victim is s itself or a sequence not yet scheduled in this step.
     while (!kv_.allocate_slots(s->kv, s->num_computed + n_new)) {
       Sequence* victim = running_.back();
       running_.pop_back();
       preempt(victim);
       preempted.push_back(victim);
       did_preempt = true;
-      // A victim scheduled earlier in this step gives its budget back.
-      for (auto it = out.begin(); it != out.end(); ++it)
-        if (it->seq == victim) {
-          budget += it->n_new;
-          out.erase(it);
-          break;
-        }
       if (victim == s) {
         self_preempted = true;
         break;
