@@ -12,7 +12,6 @@
 
 #include "commands.h"
 #include "kvasir/engine/sequence_runner.h"
-#include "kvasir/kernels/cpu/matmul.h"
 #include "kvasir/sampling/sampler.h"
 #include "kvasir/sampling/stop_matcher.h"
 #include "kvasir/tokenizer/incremental_detokenizer.h"
@@ -49,7 +48,8 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (default 256; -1: until EOS or the context is full)");
+  cmd->add_option("-n,--n-predict", o->n,
+                  "Tokens to generate (default 256; -1: until EOS or the context is full)");
   cmd->add_option("--temp", o->sp.temperature, "Temperature (0 = greedy; default 0.8)");
   cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off; default 40)");
   cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off; default 0.95)");
@@ -65,7 +65,8 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-c,--ctx", o->ctx, "Context size (default: prompt + n, at most the model's)");
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward step (default 512)");
   cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 (default) or f32");
-  cmd->add_flag("!--no-parse-special", o->parse_special, "Treat special-token text in the prompt as plain text");
+  cmd->add_flag("!--no-parse-special", o->parse_special,
+                "Treat special-token text in the prompt as plain text");
   cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
   return [o]() {
     std::string prompt = o->prompt;
@@ -165,12 +166,12 @@ Runner add_run(CLI::App& app) {
     if (isatty(STDOUT_FILENO)) emit("\n");
     if (!o->quiet) {
       fmt::print(stderr,
-                 "\n[kvasir] {} ({}, {:.1f} MiB) loaded in {:.2f} s; {} threads, {} kernels, KV "
+                 "\n[kvasir] {} ({}, {:.1f} MiB) loaded in {:.2f} s; {}, KV "
                  "{}, seed {}\n[kvasir] prefill: {} tokens in {:.3f} s ({:.1f} tok/s); decode: {} "
                  "tokens in {:.3f} s ({:.1f} tok/s); stop: {}\n",
                  o->model, dtype_name(model->weight_type()), model->weight_bytes() / 1048576.0,
-                 t_load, pool.size(), cpu::simd_target_name(), o->kv_type, sampler.seed(),
-                 n_prompt, t_prefill, n_prompt / std::max(t_prefill, 1e-9), generated, t_decode,
+                 t_load, runner.backend().description(), o->kv_type, sampler.seed(), n_prompt,
+                 t_prefill, n_prompt / std::max(t_prefill, 1e-9), generated, t_decode,
                  generated > 1 ? (generated - 1) / std::max(t_decode, 1e-9) : 0.0, reason);
     }
     return 0;

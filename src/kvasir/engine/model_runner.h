@@ -85,6 +85,7 @@ class ModelRunner {
   const KVStorage& kv() const { return kv_; }
   const ModelRunnerOptions& options() const { return opt_; }
   int n_vocab() const { return model_.config().n_vocab; }
+  const Backend& backend() const { return *backend_; }
   // The Batch of the last run() (tests inspect its sequences and block tables).
   const Batch& last_batch() const { return batch_; }
 

@@ -44,6 +44,7 @@ class SequenceRunner {
   // Forgets the sequence (blocks return to the pool).
   void reset();
   const BlockPool& pool() const { return blocks_; }
+  const Backend& backend() const { return runner_.backend(); }
 
  private:
   SequenceRunnerOptions opt_;
