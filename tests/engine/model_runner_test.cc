@@ -56,6 +56,19 @@ struct Fixture {
   }
 };
 
+ModelRunnerOptions sized(int max_tokens, int max_logit_rows) {
+  ModelRunnerOptions o;
+  o.max_tokens = max_tokens;
+  o.max_logit_rows = max_logit_rows;
+  return o;
+}
+
+Sampler greedy_sampler() {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  return Sampler(greedy, n_vocab());
+}
+
 SeqWork work(uint64_t id, const std::vector<int32_t>& tokens, int start,
              const std::vector<int32_t>& table, Logits logits) {
   SeqWork w;
@@ -68,10 +81,7 @@ SeqWork work(uint64_t id, const std::vector<int32_t>& tokens, int start,
 }
 
 TEST(ModelRunner, LogitsRowsComeInWorkOrderAndEqualEachSequenceAlone) {
-  ModelRunnerOptions o;
-  o.max_tokens = 32;
-  o.max_logit_rows = 8;
-  Fixture f(o);
+  Fixture f(sized(32, 8));
   const auto a = test_util::random_tokens(5, n_vocab(), 1),
              b = test_util::random_tokens(3, n_vocab(), 2),
              c = test_util::random_tokens(2, n_vocab(), 3);
@@ -94,17 +104,12 @@ TEST(ModelRunner, LogitsRowsComeInWorkOrderAndEqualEachSequenceAlone) {
 }
 
 TEST(ModelRunner, ContinuesAChunkedSequenceAndSamplesTheLastRow) {
-  ModelRunnerOptions o;
-  o.max_tokens = 16;
-  o.max_logit_rows = 2;
-  Fixture f(o);
+  Fixture f(sized(16, 2));
   const auto t = test_util::random_tokens(9, n_vocab(), 4);
   const auto table = f.table(9);
   const std::vector<int32_t> head(t.begin(), t.begin() + 6), tail(t.begin() + 6, t.end());
   f.runner.run(std::vector<SeqWork>{work(1, head, 0, table, Logits::kNone)});
-  SamplingParams greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy, n_vocab());
+  Sampler sampler = greedy_sampler();
   SeqWork w = work(1, tail, 6, table, Logits::kLast);
   w.sampler = &sampler;
   w.logprobs = true;
@@ -117,10 +122,7 @@ TEST(ModelRunner, ContinuesAChunkedSequenceAndSamplesTheLastRow) {
 }
 
 TEST(ModelRunner, RefusesWorkThatDoesNotFitBeforeAnyWork) {
-  ModelRunnerOptions o;
-  o.max_tokens = 8;
-  o.max_logit_rows = 2;
-  Fixture f(o);
+  Fixture f(sized(8, 2));
   const auto t = test_util::random_tokens(9, n_vocab(), 5);
   const auto table = f.table(32);
   const std::vector<int32_t> one = {t[0]}, none;
@@ -136,9 +138,7 @@ TEST(ModelRunner, RefusesWorkThatDoesNotFitBeforeAnyWork) {
   EXPECT_THROW(f.runner.run(std::vector<SeqWork>{work(1, one, 0, short_table, Logits::kLast)}),
                Error);
   EXPECT_THROW(f.runner.run(std::vector<SeqWork>{work(1, none, 0, table, Logits::kLast)}), Error);
-  SamplingParams greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy, n_vocab());
+  Sampler sampler = greedy_sampler();
   SeqWork s = work(1, one, 0, table, Logits::kNone);
   s.sampler = &sampler;
   EXPECT_THROW(f.runner.run(std::span(&s, 1)), Error) << "a sampler needs logits";
@@ -150,9 +150,7 @@ TEST(ModelRunner, RefusesWorkThatDoesNotFitBeforeAnyWork) {
 }
 
 TEST(ModelRunner, StaticPaddingKeepsFinishedMembersAsRowsUntilTheNextBatch) {
-  ModelRunnerOptions o;
-  o.max_tokens = 32;
-  o.max_logit_rows = 4;
+  ModelRunnerOptions o = sized(32, 4);
   o.static_padding = true;
   o.max_seqs = 4;
   o.max_positions = 64;
