@@ -1,5 +1,7 @@
-// Building OpenAI response bodies: ids, logprobs in both endpoints' shapes, streaming chunks and
-// server-sent events.
+// The parts of OpenAI response bodies: response ids and timestamps, logprobs in both endpoints'
+// shapes, finish reasons, JSON serialization, and the framing of one server-sent event. The
+// bodies themselves are assembled where they are sent: the streamed chunks in sse_stream.cc, the
+// non-streamed body in full_response.cc.
 //
 // Completions logprobs: {"tokens": [str], "token_logprobs": [float], "top_logprobs":
 // [{str: float}], "text_offset": [int]}. Chat logprobs: {"content": [{"token", "logprob",

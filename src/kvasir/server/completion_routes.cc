@@ -1,0 +1,90 @@
+#include "kvasir/server/completion_routes.h"
+
+#include <memory>
+#include <vector>
+
+#include "kvasir/server/api_error.h"
+#include "kvasir/server/full_response.h"
+#include "kvasir/server/job.h"
+#include "kvasir/server/openai_request.h"
+#include "kvasir/server/openai_response.h"
+#include "kvasir/server/request_validation.h"
+#include "kvasir/server/sse_stream.h"
+#include "kvasir/util/timer.h"
+
+namespace kvasir::server {
+
+namespace {
+
+void run_job(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+             std::shared_ptr<Job> job, double start) {
+  job->created = unix_time_now();
+  std::shared_ptr<const Job> cjob = job;
+  std::shared_ptr<Generation> gen = submit(ctx, cjob, start);
+  if (job->stream) {
+    stream_response(ctx, res, cjob, gen);
+  } else {
+    full_response(ctx, req, res, *cjob, *gen);
+  }
+}
+
+}  // namespace
+
+void completions(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+                 const std::string& key) {
+  const Tokenizer& tok = ctx.tok;
+  const double start = now_seconds();
+  Json body = parse_json_body(req.body);
+  CompletionRequest cr = parse_completion_request(body);
+  check_model(ctx, cr.options.model);
+  auto job = std::make_shared<Job>();
+  job->id = make_response_id("cmpl-");
+  job->key = key;
+  job->n = cr.options.n;
+  job->sp = cr.options.sampling;
+  job->stream = cr.options.stream;
+  job->include_usage = cr.options.include_usage;
+  job->completion_logprobs = cr.logprobs;
+  check_sampling(ctx, job->sp);
+  for (size_t i = 0; i < cr.prompts.size(); ++i) {
+    const PromptInput& p = cr.prompts[i];
+    std::vector<int32_t> ids =
+        p.is_tokens ? p.tokens : tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
+    check_prompt(ctx, ids, job->sp, "prompt");
+    if (cr.echo) job->echo.push_back(p.is_tokens ? tok.decode(ids) : p.text);
+    job->prompts.push_back(std::move(ids));
+  }
+  run_job(ctx, req, res, job, start);
+}
+
+void chat_completions(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+                      const std::string& key) {
+  const double start = now_seconds();
+  Json body = parse_json_body(req.body);
+  ChatRequest cr = parse_chat_request(body);
+  check_model(ctx, cr.options.model);
+  if (!ctx.prompter)
+    throw ApiError::bad_request(
+        "This model has no chat template (tokenizer.chat_template); start the server with "
+        "--chat-template FILE.jinja, or use /v1/completions.",
+        {}, "no_chat_template");
+  auto job = std::make_shared<Job>();
+  job->chat = true;
+  job->id = make_response_id("chatcmpl-");
+  job->key = key;
+  job->n = cr.options.n;
+  job->sp = cr.options.sampling;
+  job->stream = cr.options.stream;
+  job->include_usage = cr.options.include_usage;
+  job->chat_logprobs = cr.logprobs;
+  job->chat_top_logprobs = cr.top_logprobs;
+  check_sampling(ctx, job->sp);
+  const std::string prompt = ctx.prompter->render(cr);
+  // The template writes BOS itself where the model wants it (as vLLM: no special tokens added).
+  std::vector<int32_t> ids = ctx.tok.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+  check_prompt(ctx, ids, job->sp, "messages");
+  job->prompts.push_back(std::move(ids));
+  run_job(ctx, req, res, job, start);
+}
+
+}  // namespace kvasir::server

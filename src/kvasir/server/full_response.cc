@@ -1,0 +1,104 @@
+#include "kvasir/server/full_response.h"
+
+#include <string>
+#include <vector>
+
+#include "kvasir/server/api_error.h"
+#include "kvasir/server/openai_response.h"
+#include "kvasir/server/peer_socket.h"
+#include "kvasir/util/timer.h"
+
+namespace kvasir::server {
+
+namespace {
+
+// Per-choice text and tokens gathered for a non-streamed response.
+struct ChoiceResult {
+  std::string text;
+  std::vector<TokenInfo> tokens;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+};
+
+}  // namespace
+
+void full_response(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+                   const Job& job, Generation& gen) {
+  std::vector<ChoiceResult> results(static_cast<size_t>(job.n_choices()));
+  std::vector<Generation::Event> events;
+  bool done = false;
+  // The client's socket, looked up once the generation has taken a while (short requests
+  // never pay for the lookup); a client that hung up aborts its generation (peer_socket.h).
+  const double started = now_seconds();
+  int fd = -1;
+  bool looked_up = false, client_gone = false;
+  while (!done) {
+    events.clear();
+    done = gen.wait(events, 0.1);
+    if (!done && !client_gone && now_seconds() - started >= 0.2) {
+      if (!looked_up) {
+        fd = find_connection_fd(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+        looked_up = true;
+      }
+      if (peer_closed(fd)) {
+        client_gone = true;
+        gen.abort(ctx.engine);
+      }
+    }
+    for (auto& e : events) {
+      ChoiceResult& r = results[static_cast<size_t>(e.choice)];
+      r.text += e.output.text;
+      r.tokens.insert(r.tokens.end(), e.output.tokens.begin(), e.output.tokens.end());
+      if (e.output.finished) {
+        r.reason = e.output.finish_reason;
+        r.error = e.output.error;
+      }
+    }
+  }
+  if (client_gone) {
+    // Nobody is there to read it; 499 (nginx's "client closed request") shows in the log.
+    res.status = 499;
+    return;
+  }
+  for (const ChoiceResult& r : results)
+    if (!r.error.empty()) throw ApiError(500, "generation failed: " + r.error);
+  if (ctx.shutting_down) {
+    for (const ChoiceResult& r : results)
+      if (r.reason == FinishReason::kAbort)
+        throw ApiError(503, "The server is shutting down; the request was aborted.", {},
+                       "server_shutting_down");
+  }
+  Json body;
+  body["id"] = job.id;
+  body["object"] = job.chat ? "chat.completion" : "text_completion";
+  body["created"] = job.created;
+  body["model"] = ctx.cfg.model_name;
+  body["choices"] = Json::array();
+  for (int c = 0; c < job.n_choices(); ++c) {
+    const ChoiceResult& r = results[static_cast<size_t>(c)];
+    Json choice;
+    choice["index"] = c;
+    if (job.chat) {
+      choice["message"] = Json{{"role", "assistant"}, {"content", r.text}};
+      choice["logprobs"] =
+          job.chat_logprobs
+              ? Json{{"content", chat_logprobs_content(r.tokens, ctx.tok, job.chat_top_logprobs)},
+                     {"refusal", nullptr}}
+              : Json(nullptr);
+    } else {
+      const std::string echo =
+          job.echo.empty() ? std::string() : job.echo[static_cast<size_t>(job.prompt_of(c))];
+      choice["text"] = echo + r.text;
+      int64_t offset = static_cast<int64_t>(echo.size());
+      choice["logprobs"] = job.completion_logprobs >= 0
+                               ? completion_logprobs(r.tokens, ctx.tok, offset)
+                               : Json(nullptr);
+    }
+    choice["finish_reason"] = finish_reason_json(r.reason, r.error);
+    body["choices"].push_back(std::move(choice));
+  }
+  body["usage"] = usage_of(job, gen).to_json(ctx.cfg.prices);
+  ctx.send_json(res, 200, body);
+}
+
+}  // namespace kvasir::server

@@ -1,0 +1,53 @@
+// Job: one generation request (/v1/completions or /v1/chat/completions) after parsing,
+// validation and tokenization, and its submission to the engine.
+//
+// A Job has prompts.size() * n choices; choice c answers prompt c / n. submit() checks capacity
+// first (check_capacity, request_validation.h), then registers a Generation in ctx.live and
+// submits every choice as its own engine request (with a seed and n > 1, choice c uses
+// seed + c % n). If the engine refuses a choice, the choices already submitted are aborted and
+// ApiError 400 is thrown. When the last choice finishes, the generation's usage and cost are
+// recorded in ctx.metrics and it leaves ctx.live (live_cv is notified).
+//
+// usage_of() is the usage a response reports: every prompt counted once, with the cached tokens
+// of its first choice, and the completion tokens of all choices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvasir/engine.h"
+#include "kvasir/server/generation.h"
+#include "kvasir/server/route_context.h"
+#include "kvasir/server/usage.h"
+
+namespace kvasir::server {
+
+// What one generation request asks for, after parsing and tokenization.
+struct Job {
+  bool chat = false;
+  std::string id;
+  int64_t created = 0;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> echo;  // completions with echo: each prompt's text
+  int n = 1;
+  SamplingParams sp;
+  std::string key;
+  bool stream = false;
+  bool include_usage = false;
+  int completion_logprobs = -1;  // -1: off
+  bool chat_logprobs = false;
+  int chat_top_logprobs = 0;
+
+  int n_choices() const { return static_cast<int>(prompts.size()) * n; }
+  int prompt_of(int choice) const { return choice / n; }
+};
+
+Usage usage_of(const Job& job, const Generation& g);
+
+// `start` is the request's arrival time (now_seconds()).
+std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<const Job>& job,
+                                   double start);
+
+}  // namespace kvasir::server

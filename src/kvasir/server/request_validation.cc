@@ -1,0 +1,67 @@
+#include "kvasir/server/request_validation.h"
+
+#include <fmt/format.h>
+
+#include "kvasir/server/api_error.h"
+
+namespace kvasir::server {
+
+std::string param_of(const std::string& message) {
+  size_t end = message.find_first_of(":[ ");
+  return end == std::string::npos ? std::string() : message.substr(0, end);
+}
+
+void check_model(const RouteContext& ctx, const std::optional<std::string>& model) {
+  if (model && *model != ctx.cfg.model_name)
+    throw ApiError(404,
+                   fmt::format("The model '{}' does not exist; this server serves '{}'.", *model,
+                               ctx.cfg.model_name),
+                   "model", "model_not_found");
+}
+
+void check_sampling(const RouteContext& ctx, const SamplingParams& sp) {
+  if (auto err = sp.validate(ctx.tok.n_vocab())) throw ApiError::bad_request(*err, param_of(*err));
+}
+
+void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
+                  const SamplingParams& sp, const char* field) {
+  const Tokenizer& tok = ctx.tok;
+  const int ctx_len = ctx.engine.max_model_len();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n == 0) throw ApiError::bad_request(fmt::format("'{}' is empty (no tokens)", field), field);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= tok.n_vocab())
+      throw ApiError::bad_request(fmt::format("'{}': token id {} at position {} is outside the "
+                                              "vocabulary [0, {})",
+                                              field, ids[i], i, tok.n_vocab()),
+                                  field);
+  if (n >= ctx_len)
+    throw ApiError::bad_request(
+        fmt::format("This model's maximum context length is {} tokens, but the {} has {} "
+                    "tokens, which leaves no room to generate. Please shorten the {}.",
+                    ctx_len, field, n, field),
+        field, "context_length_exceeded");
+  if (sp.max_tokens > 0 && n + sp.max_tokens > ctx_len)
+    throw ApiError::bad_request(
+        fmt::format("This model's maximum context length is {} tokens. However, you requested "
+                    "{} tokens ({} in the {}, {} for the completion). Please reduce the length "
+                    "of the {} or max_tokens.",
+                    ctx_len, n + sp.max_tokens, n, field, sp.max_tokens, field),
+        "max_tokens", "context_length_exceeded");
+}
+
+void check_capacity(const RouteContext& ctx, int n_new) {
+  if (ctx.shutting_down)
+    throw ApiError(503, "The server is shutting down; retry on another replica.", {},
+                   "server_shutting_down");
+  if (ctx.cfg.max_queue <= 0) return;
+  const EngineStats s = ctx.engine.stats();
+  if (s.waiting + n_new > ctx.cfg.max_queue && s.waiting > 0)
+    throw ApiError(429,
+                   fmt::format("The server is overloaded: {} requests are waiting (limit {}). "
+                               "Retry after {} s.",
+                               s.waiting, ctx.cfg.max_queue, ctx.cfg.retry_after_s),
+                   {}, "server_overloaded");
+}
+
+}  // namespace kvasir::server

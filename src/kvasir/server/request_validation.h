@@ -1,0 +1,35 @@
+// Request validation that needs the model or the server's state, after openai_request.h has
+// checked the body's JSON types and simple ranges.
+//
+// Each check returns normally or throws the ApiError the client gets:
+//   check_model     404 model_not_found unless `model` is absent or names the served model.
+//   check_sampling  400 for what SamplingParams::validate refuses for this vocabulary; param is
+//                   the field the message starts with (param_of).
+//   check_prompt    400 for a prompt with no tokens or a token id outside the vocabulary; 400
+//                   context_length_exceeded when the prompt leaves no room in the context, or
+//                   prompt + max_tokens does not fit it. `field` names the prompt in messages and
+//                   param ("prompt", "messages").
+//   check_capacity  503 server_shutting_down while shutting down; 429 server_overloaded when
+//                   max_queue is set, requests are waiting, and n_new more would exceed it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvasir/sampling/sampling_params.h"
+#include "kvasir/server/route_context.h"
+
+namespace kvasir::server {
+
+// "temperature: must be ..." -> "temperature"; "stop[0]: ..." -> "stop"; "" if no such prefix.
+std::string param_of(const std::string& message);
+
+void check_model(const RouteContext& ctx, const std::optional<std::string>& model);
+void check_sampling(const RouteContext& ctx, const SamplingParams& sp);
+void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
+                  const SamplingParams& sp, const char* field);
+void check_capacity(const RouteContext& ctx, int n_new);
+
+}  // namespace kvasir::server
