@@ -1,22 +1,13 @@
-// Helpers for the bench tests: a per-process temp folder and tiny synthetic models written on
-// demand (random weights, fixed seed) with the project's GGUF writer.
+// Helpers for the bench tests: tiny synthetic models (random weights, fixed seed), written on
+// demand through test_util::synth_model.
 #pragma once
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 
 #include "kvasir/model/synth.h"
+#include "test_util/models.h"
 
 namespace kvasir::bench::testing {
-
-inline std::string temp_dir() {
-  auto d =
-      std::filesystem::temp_directory_path() / ("kvasir-bench-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d.string();
-}
 
 // A 2-layer GQA llama small enough for a test to decode many steps in milliseconds.
 inline SynthSpec tiny_spec(DType dtype, bool tied = false) {
@@ -36,10 +27,8 @@ inline SynthSpec tiny_spec(DType dtype, bool tied = false) {
 
 // Writes (once per process) the model and returns its path.
 inline std::string tiny_model(DType dtype, bool tied = false) {
-  std::string path =
-      temp_dir() + "/tiny_" + std::string(dtype_name(dtype)) + (tied ? "_tied" : "") + ".gguf";
-  if (!std::filesystem::exists(path)) write_synthetic_model(tiny_spec(dtype, tied), path);
-  return path;
+  return test_util::synth_model(tiny_spec(dtype, tied),
+                                "tiny_" + std::string(dtype_name(dtype)) + (tied ? "_tied" : ""));
 }
 
 }  // namespace kvasir::bench::testing

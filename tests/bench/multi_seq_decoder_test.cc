@@ -4,27 +4,18 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
-#include <random>
 #include <set>
 
 #include "bench_test_util.h"
 #include "kvasir/util/error.h"
+#include "test_util/tokens.h"
 
 namespace kvasir::bench {
 namespace {
 
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
-  return t;
-}
-
-int32_t argmax(const float* row, int n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
+using test_util::argmax;
+using test_util::random_tokens;
 
 // Per step, the logits row of every sequence.
 using Trace = std::vector<std::vector<std::vector<float>>>;  // [seq][step][vocab]

@@ -8,14 +8,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kvasir/chat/chat_template.h"
+#include "test_util/files.h"
 
 namespace kvasir::chat {
 namespace {
@@ -30,11 +29,9 @@ std::string templates_dir() {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string s;
+  if (!test_util::read_file(path, s)) throw std::runtime_error("cannot read " + path);
+  return s;
 }
 
 json read_json(const std::string& path) {

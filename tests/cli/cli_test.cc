@@ -1,55 +1,24 @@
 // End-to-end tests of the `kvasir` binary (path in $KVASIR_BIN): the acceptance behaviours of
 // run / inspect / tokenize / quantize / perplexity, and clear errors on bad input.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_test_util.h"
+
+namespace kvasir::cli_test {
 namespace {
 
-std::string models_dir() {
-  if (const char* env = std::getenv("KVASIR_MODELS")) return env;
-  return std::string(KVASIR_SOURCE_DIR) + "/../shared/models";
+std::string q(const std::string& s) {
+  return "'" + s + "'";
 }
-std::string stories() { return models_dir() + "/stories260K.gguf"; }
-
-std::string tmp(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("kvasir-cli-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return (d / name).string();
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-// Runs `kvasir ARGS` (args already shell-quoted) with stdout and stderr captured separately.
-Result kvasir(const std::string& args) {
-  const char* env = std::getenv("KVASIR_BIN");
-  const std::string bin = env && *env ? env : KVASIR_CLI_PATH;
-  std::string o = tmp("stdout"), e = tmp("stderr");
-  std::string cmd = bin + " " + args + " > " + o + " 2> " + e;
-  int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(o), slurp(e)};
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
 
 // The model authors' greedy sample, as published in models/README.md.
 std::string published_sample() {
-  std::string readme = slurp(models_dir() + "/README.md");
+  std::string readme = read_file(models_dir() + "/README.md");
   const std::string marker = "generates (256 tokens) exactly:\n\n```\n";
   auto b = readme.find(marker);
   EXPECT_NE(b, std::string::npos);
@@ -67,7 +36,8 @@ TEST(Cli, RunReproducesThePublishedGreedySample) {
 }
 
 TEST(Cli, RunIsReproducibleForASeed) {
-  std::string a = "run -m " + q(stories()) + " -p 'Once upon a time' -n 48 --temp 0.9 --top-p 0.95 ";
+  std::string a =
+      "run -m " + q(stories()) + " -p 'Once upon a time' -n 48 --temp 0.9 --top-p 0.95 ";
   Result r1 = kvasir(a + "--seed 7"), r2 = kvasir(a + "--seed 7"), r3 = kvasir(a + "--seed 8");
   ASSERT_EQ(r1.code, 0) << r1.err;
   EXPECT_EQ(r1.out, r2.out);
@@ -126,9 +96,9 @@ TEST(Cli, QuantizedModelsRunAndShrink) {
 }
 
 TEST(Cli, PerplexityJson) {
-  Result r = kvasir("perplexity -m " + q(stories()) + " -f " +
-                    q(std::string(KVASIR_SOURCE_DIR) + "/../shared/text/tinystories-eval.txt") +
-                    " --ctx 128 --chunks 8 --json");
+  Result r =
+      kvasir("perplexity -m " + q(stories()) + " -f " +
+             q(test_util::text_dir() + "/tinystories-eval.txt") + " --ctx 128 --chunks 8 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"].get<int>(), 8 * (128 / 2 - 1));
@@ -178,3 +148,4 @@ TEST(Cli, ErrorsAreClear) {
 }
 
 }  // namespace
+}  // namespace kvasir::cli_test

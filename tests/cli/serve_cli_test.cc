@@ -10,49 +10,14 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 
+#include "cli_test_util.h"
+
+namespace kvasir::cli_test {
 namespace {
-
-std::string bin() {
-  const char* env = std::getenv("KVASIR_BIN");
-  return env && *env ? env : KVASIR_CLI_PATH;
-}
-std::string models_dir() {
-  if (const char* env = std::getenv("KVASIR_MODELS"); env && *env) return env;
-  return std::string(KVASIR_SOURCE_DIR) + "/../shared/models";
-}
-std::string stories() {
-  return models_dir() + "/stories260K.gguf";
-}
-
-std::string tmp(const std::string& name) {
-  auto d =
-      std::filesystem::temp_directory_path() / ("kvasir-serve-cli-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return (d / name).string();
-}
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-Result kvasir(const std::string& args) {
-  std::string o = tmp("stdout"), e = tmp("stderr");
-  int rc = std::system((bin() + " " + args + " > " + o + " 2> " + e).c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(o), slurp(e)};
-}
 
 // `kvasir serve ARGS --port 0` as a child process; the port is read from its startup line.
 // The port of the log line "serving 'NAME' on http://HOST:PORT" (0 while not printed yet).
@@ -88,7 +53,7 @@ class Server {
       ::_exit(127);
     }
     for (int i = 0; i < 600 && port_ == 0; ++i) {  // up to 60 s (a loaded CI machine)
-      port_ = served_port(slurp(log_));
+      port_ = served_port(read_file(log_));
       int status = 0;
       if (port_ == 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -104,7 +69,7 @@ class Server {
     }
   }
   int port() const { return port_; }
-  std::string log() const { return slurp(log_); }
+  std::string log() const { return read_file(log_); }
   // SIGTERM, then the exit status (-1 if it did not exit within 30 s).
   int terminate() {
     ::kill(pid_, SIGTERM);
@@ -218,3 +183,4 @@ TEST(CliBenchServe, DrivesTheServerAndReportsLatencies) {
 }
 
 }  // namespace
+}  // namespace kvasir::cli_test

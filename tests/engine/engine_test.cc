@@ -14,23 +14,14 @@
 #include "kvasir/model/model.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
+#include "test_util/models.h"
+#include "test_util/tokens.h"
 
 namespace kvasir {
 namespace {
 
-std::string stories() {
-  const char* env = std::getenv("KVASIR_MODELS");
-  return std::string(env ? env : std::string(KVASIR_SOURCE_DIR) + "/../shared/models") +
-         "/stories260K.gguf";
-}
-
-struct Fixture {
-  std::unique_ptr<Model> model = Model::load(stories());
-  Tokenizer tok = Tokenizer::from_gguf(model->file());
-};
-Fixture& fx() {
-  static Fixture f;
-  return f;
+test_util::Stories260K& fx() {
+  return test_util::Stories260K::get();
 }
 
 // Greedy continuation computed alone, token by token, with the offline runner.
@@ -42,9 +33,7 @@ std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n) {
   std::vector<int32_t> out;
   auto logits = r.feed(prompt);
   for (int i = 0; i < n; ++i) {
-    int32_t best = 0;
-    for (int32_t v = 1; v < r.n_vocab(); ++v)
-      if (logits[static_cast<size_t>(v)] > logits[static_cast<size_t>(best)]) best = v;
+    int32_t best = test_util::argmax(logits.data(), r.n_vocab());
     out.push_back(best);
     if (i + 1 < n) logits = r.feed(std::span(&best, 1));
   }

@@ -8,18 +8,16 @@
 #include "gguf_test_util.h"
 #include "kvasir/format/gguf.h"
 #include "kvasir/util/error.h"
+#include "test_util/paths.h"
 
 namespace kvasir::gguf {
 namespace {
 
-using testing::models_dir;
-
-std::string stories_path() {
-  return models_dir() + "/stories260K.gguf";
-}
+using test_util::models_dir;
+using test_util::stories260k_path;
 
 TEST(GGUFReader, Stories260KHeaderAndMetadata) {
-  GGUFFile f(stories_path());
+  GGUFFile f(stories260k_path());
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 32u);
   EXPECT_EQ(f.data_offset() % 32, 0u);
@@ -51,7 +49,7 @@ TEST(GGUFReader, Stories260KHeaderAndMetadata) {
 }
 
 TEST(GGUFReader, Stories260KTensors) {
-  GGUFFile f(stories_path());
+  GGUFFile f(stories260k_path());
   const TensorInfo& emb = f.tensor("token_embd.weight");
   EXPECT_EQ(emb.type, DType::F32);
   EXPECT_EQ(emb.shape, (std::vector<int64_t>{64, 512}));
@@ -90,12 +88,12 @@ TEST(GGUFReader, Stories260KTensors) {
     f.tensor("nope.weight");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), stories_path() + ": missing tensor 'nope.weight'");
+    EXPECT_EQ(std::string(e.what()), stories260k_path() + ": missing tensor 'nope.weight'");
   }
 }
 
 TEST(GGUFReader, TypedGetterErrorsNameFileAndKey) {
-  GGUFFile f(stories_path());
+  GGUFFile f(stories260k_path());
   auto message = [](auto&& fn) {
     try {
       fn();
@@ -105,20 +103,21 @@ TEST(GGUFReader, TypedGetterErrorsNameFileAndKey) {
     return std::string("no error");
   };
   EXPECT_EQ(message([&] { f.get_int("general.architecture"); }),
-            stories_path() +
+            stories260k_path() +
                 ": metadata key 'general.architecture' has type string, expected "
                 "an integer");
-  EXPECT_EQ(message([&] { f.get_string("llama.block_count"); }),
-            stories_path() + ": metadata key 'llama.block_count' has type uint32, expected string");
+  EXPECT_EQ(
+      message([&] { f.get_string("llama.block_count"); }),
+      stories260k_path() + ": metadata key 'llama.block_count' has type uint32, expected string");
   EXPECT_EQ(message([&] { f.get_string("missing.key"); }),
-            stories_path() + ": missing metadata key 'missing.key'");
+            stories260k_path() + ": missing metadata key 'missing.key'");
   EXPECT_EQ(message([&] { f.get_string_array("tokenizer.ggml.scores"); }),
-            stories_path() +
+            stories260k_path() +
                 ": metadata key 'tokenizer.ggml.scores' has type array[float32], "
                 "expected array[string]");
   EXPECT_EQ(
       message([&] { f.get_bool("general.architecture", false); }),
-      stories_path() + ": metadata key 'general.architecture' has type string, expected bool");
+      stories260k_path() + ": metadata key 'general.architecture' has type string, expected bool");
   EXPECT_NE(message([&] { f.get_int_array("tokenizer.ggml.tokens"); }).find("expected an array of"),
             std::string::npos);
 }

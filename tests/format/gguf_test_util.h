@@ -1,11 +1,10 @@
-// Helpers for the GGUF tests: a byte builder for hand-made (often malformed) images, test-data
-// paths, and a scratch directory.
+// Helpers for the GGUF tests: a byte builder for hand-made (often malformed) images and a scratch
+// directory. Test-data paths are in test_util/paths.h.
 #pragma once
 
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -56,12 +55,6 @@ struct Bytes {
   }
   size_t size() const { return b.size(); }
 };
-
-inline std::string models_dir() {
-  const char* e = std::getenv("KVASIR_MODELS");
-  if (e && *e) return e;
-  return KVASIR_SOURCE_DIR "/../shared/models";
-}
 
 // A fresh empty directory under the system temp dir, removed by the destructor.
 class ScratchDir {

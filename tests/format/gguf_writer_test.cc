@@ -11,6 +11,7 @@
 #include "gguf_test_util.h"
 #include "kvasir/format/gguf.h"
 #include "kvasir/util/error.h"
+#include "test_util/paths.h"
 
 namespace kvasir::gguf {
 namespace {
@@ -264,7 +265,7 @@ TEST(GGUFWriter, RejectsBadInput) {
 
 // Rewriting the shared model reproduces it byte for byte: our layout is llama.cpp's.
 TEST(GGUFWriter, RewritesStories260KIdentically) {
-  std::string path = testing::models_dir() + "/stories260K.gguf";
+  std::string path = test_util::stories260k_path();
   GGUFFile f(path);
   GGUFWriter w;
   for (const auto& [k, v] : f.metadata()) w.set(k, v);

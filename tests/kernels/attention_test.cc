@@ -26,6 +26,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels_test_util.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/util/error.h"
 
@@ -159,17 +160,6 @@ float max_error(const World& w, const std::vector<std::pair<int, int>>& tokens, 
     err = std::max(err, std::abs(b.out[i] - r.out[i]));
   }
   return err;
-}
-
-// Runs fn once per compiled SIMD target this CPU supports (AVX-512, AVX2, scalar).
-void for_each_target(const std::function<void()>& fn) {
-  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((hwy::SupportedTargets() & t) == 0 && t != HWY_SCALAR) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    fn();
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 struct Shape {
@@ -347,7 +337,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
                          // when alone and through a converted tile in a batch: both must agree.
                          ::testing::Values(Shape{8, 2, 64, DType::F16}, Shape{4, 4, 32, DType::F32},
                                            Shape{4, 1, 128, DType::F16},
-                                           Shape{6, 6, 64, DType::F16}, Shape{2, 2, 24, DType::F16}),
+                                           Shape{6, 6, 64, DType::F16},
+                                           Shape{2, 2, 24, DType::F16}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return fmt::format("h{}_kv{}_d{}_{}", i.param.n_heads,
                                               i.param.n_kv_heads, i.param.head_dim,

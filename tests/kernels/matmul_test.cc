@@ -7,15 +7,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
+#include "test_util/random.h"
 
 namespace kvasir::cpu {
 namespace {
+
+using test_util::random_normal;
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
 
@@ -30,16 +32,8 @@ struct Weights {
   MatrixView matrix() const { return {type, rows, cols, bytes.data()}; }
 };
 
-std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
-
 Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> w = random_floats(rows * cols, seed, 0.5f);
+  const std::vector<float> w = random_normal(rows * cols, seed, 0.5f);
   return {t, rows, cols, quantize_tensor(t, w.data(), rows, cols)};
 }
 
@@ -70,7 +64,7 @@ std::vector<std::string> targets_to_test() {
 // order-independent bound covers; a missing or doubled term is far larger.
 void check_float_family(DType t, int64_t rows, int64_t cols, int64_t n_tokens, ThreadPool& pool) {
   const Weights w = make_weights(t, rows, cols, 11);
-  const std::vector<float> x = random_floats(n_tokens * cols, 12);
+  const std::vector<float> x = random_normal(n_tokens * cols, 12);
   const std::vector<float> y = run_matmul(w, x.data(), n_tokens, pool);
   std::vector<float> wr(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
@@ -99,7 +93,7 @@ void check_float_family(DType t, int64_t rows, int64_t cols, int64_t n_tokens, T
 //      sum_k |w_k| * 0.5625 * d_x(block of k), plus the float accumulation bound of (1).
 void check_quantized(DType t, int64_t rows, int64_t cols, int64_t n_tokens, ThreadPool& pool) {
   const Weights w = make_weights(t, rows, cols, 21);
-  const std::vector<float> x = random_floats(n_tokens * cols, 22);
+  const std::vector<float> x = random_normal(n_tokens * cols, 22);
   const std::vector<float> y = run_matmul(w, x.data(), n_tokens, pool);
   const int64_t nb = cols / 32;
   std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
@@ -238,7 +232,7 @@ TEST_P(PerTarget, BitIdenticalToTheContractLoop) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" +
                    std::to_string(s.cols) + " tokens=" + std::to_string(s.n_tokens));
       const Weights w = make_weights(t, s.rows, s.cols, 101);
-      const std::vector<float> x = random_floats(s.n_tokens * s.cols, 102);
+      const std::vector<float> x = random_normal(s.n_tokens * s.cols, 102);
       const std::vector<float> want = contract_reference(w, x, s.n_tokens);
       const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
       ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
@@ -282,7 +276,7 @@ void check_batch_invariance(DType t, int64_t rows, int64_t cols, int64_t n_token
   SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(rows) + "x" +
                std::to_string(cols) + " tokens=" + std::to_string(n_tokens));
   const Weights w = make_weights(t, rows, cols, 31);
-  const std::vector<float> x = random_floats(n_tokens * cols, 32);
+  const std::vector<float> x = random_normal(n_tokens * cols, 32);
   ThreadPool one(1), three(3);
   const std::vector<float> batch = run_matmul(w, x.data(), n_tokens, one);
   const std::vector<float> batch3 = run_matmul(w, x.data(), n_tokens, three);
@@ -299,7 +293,7 @@ void check_batch_invariance(DType t, int64_t rows, int64_t cols, int64_t n_token
 
   // The same tokens reversed, with fresh random tokens interleaved: different tile neighbours and
   // tile positions (including the tail tile).
-  const std::vector<float> other = random_floats(n_tokens * cols, 33);
+  const std::vector<float> other = random_normal(n_tokens * cols, 33);
   std::vector<float> mixed;
   std::vector<int64_t> origin;  // index into x, or -1 for a foreign token
   for (int64_t i = n_tokens - 1; i >= 0; --i) {
@@ -345,7 +339,7 @@ TEST(Matmul, PrefillEqualsPerTokenGemv) {
   for (DType t : {DType::Q4_0, DType::F16}) {
     const int64_t rows = 512, cols = 1024, n = 33;
     const Weights w = make_weights(t, rows, cols, 41);
-    const std::vector<float> x = random_floats(n * cols, 42);
+    const std::vector<float> x = random_normal(n * cols, 42);
     const std::vector<float> y = run_matmul(w, x.data(), n, pool);
     for (int64_t tok = 0; tok < n; tok += 8) {
       const std::vector<float> alone = run_matmul(w, x.data() + tok * cols, 1, pool);
@@ -361,7 +355,7 @@ TEST(Activations, QuantizationMatchesReferenceQuantizer) {
   for (const std::string& target : simd_targets()) {
     force_simd_target(target);
     const int64_t n = 40, cols = 512;  // 640 blocks: above the threshold for threading
-    std::vector<float> x = random_floats(n * cols, 51, 3.0f);
+    std::vector<float> x = random_normal(n * cols, 51, 3.0f);
     // Exact ties after scaling: a block whose amax is 127 has d = 1, so k + 0.5 rounds away from 0.
     for (int j = 0; j < 32; ++j) x[j] = (j == 0) ? 127.0f : static_cast<float>(j - 16) + 0.5f;
     for (int j = 32; j < 64; ++j) x[j] = 0.0f;
@@ -386,7 +380,7 @@ TEST(Activations, ReusedAcrossMatmulsOfTheSameFamily) {
   ThreadPool pool(1);
   const Weights w8 = make_weights(DType::Q8_0, 8, 64, 61);
   const Weights w4 = make_weights(DType::Q4_0, 8, 64, 62);
-  const std::vector<float> x = random_floats(3 * 64, 63);
+  const std::vector<float> x = random_normal(3 * 64, 63);
   Activations a;
   a.prepare(x.data(), 3, 64, DType::Q8_0, pool);
   std::vector<float> y(24);

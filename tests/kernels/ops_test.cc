@@ -13,21 +13,12 @@
 #include <random>
 #include <vector>
 
+#include "kernels_test_util.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
 namespace {
-
-void for_each_target(const std::function<void()>& fn) {
-  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((hwy::SupportedTargets() & t) == 0 && t != HWY_SCALAR) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    fn();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
 
 std::vector<float> random_vec(size_t n, float lo, float hi, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -4,29 +4,32 @@
 // we write also proves llama.cpp loads them. Skipped (reported as skipped) when the reference is
 // not installed: scripts/install-llamacpp-ref.sh installs it.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "kvasir/engine/sequence_runner.h"
 #include "kvasir/model/model.h"
 #include "kvasir/quant/gguf_quantize.h"
-#include "test_models.h"
+#include "test_util/files.h"
+#include "test_util/node.h"
+#include "test_util/paths.h"
 
 namespace kvasir {
 namespace {
 
+using test_util::stories260k_path;
+using test_util::temp_dir;
+
 std::string nlc_dir() {
-  const char* cache = std::getenv("KVASIR_CACHE");
-  std::string c = cache ? cache : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/kvasir";
-  return c + "/nlc/node_modules/node-llama-cpp";
+  return test_util::cache_dir() + "/nlc/node_modules/node-llama-cpp";
 }
 
 bool reference_available(std::string* why) {
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
+  if (!test_util::node_available()) {
     *why = "node is not installed";
     return false;
   }
@@ -40,7 +43,7 @@ bool reference_available(std::string* why) {
 
 std::vector<nlohmann::json> run_llamacpp(const std::string& model,
                                          const std::vector<std::string>& prompts, int n) {
-  std::string dir = testing::temp_dir();
+  std::string dir = temp_dir();
   std::string pf = dir + "/prompts.json", out = dir + "/greedy.jsonl";
   std::ofstream(pf) << nlohmann::json(prompts).dump();
   // One thread: llama.cpp splits matmul rows (not reductions) across threads, so its tokens do not
@@ -48,8 +51,8 @@ std::vector<nlohmann::json> run_llamacpp(const std::string& model,
   // model this small its worker threads only add synchronisation: 128 tokens took 2.1 s with 2
   // threads against 0.1 s with 1 on an idle 2-core machine, and 25-30 s under ctest -j2.
   std::string cmd = "node " + std::string(KVASIR_SOURCE_DIR) +
-                    "/tools/llamacpp-ref/greedy.mjs --threads 1 --model '" + model +
-                    "' --n " + std::to_string(n) + " --prompts '" + pf + "' > '" + out + "'";
+                    "/tools/llamacpp-ref/greedy.mjs --threads 1 --model '" + model + "' --n " +
+                    std::to_string(n) + " --prompts '" + pf + "' > '" + out + "'";
   int rc = std::system(cmd.c_str());
   if (rc != 0) throw std::runtime_error("llama.cpp reference failed: " + cmd);
   std::vector<nlohmann::json> res;
@@ -82,7 +85,8 @@ std::vector<Step> our_steps(Model& m, const std::vector<int32_t>& prompt,
     logits = l16;
     float noise = 0;
     for (int32_t v = 0; v < r.n_vocab(); ++v)
-      noise = std::max(noise, std::abs(logits[static_cast<size_t>(v)] - logits32[static_cast<size_t>(v)]));
+      noise = std::max(noise,
+                       std::abs(logits[static_cast<size_t>(v)] - logits32[static_cast<size_t>(v)]));
     int32_t best = 0;
     float b1 = -1e30f, b2 = -1e30f;
     for (int32_t v = 0; v < r.n_vocab(); ++v) {
@@ -110,10 +114,10 @@ TEST_P(LlamaCppGreedy, Stories260KContinuationsMatch) {
   if (std::getenv("KVASIR_SANITIZER_RUN"))
     GTEST_SKIP() << "compared in the release run; the sanitizer run only checks memory safety";
   const std::string type = GetParam();
-  std::string path = testing::stories260k();
+  std::string path = stories260k_path();
   if (type != "f32") {
-    path = testing::temp_dir() + "/stories260K-" + type + ".gguf";
-    quantize_gguf(testing::stories260k(), path, *dtype_from_name(type));
+    path = temp_dir() + "/stories260K-" + type + ".gguf";
+    quantize_gguf(stories260k_path(), path, *dtype_from_name(type));
   }
   const std::vector<std::string> prompts = {"Once upon a time", "Tom and Lily went to",
                                             "The little dog", "One day, a girl named Sue"};
@@ -133,10 +137,10 @@ TEST_P(LlamaCppGreedy, Stories260KContinuationsMatch) {
     for (const Step& s : steps) noise_seen = std::max(noise_seen, s.noise);
     for (size_t i = 0; i < toks.size(); ++i)
       if (steps[i].token != toks[i]) mismatches++, worst_gap = std::max(worst_gap, steps[i].gap);
-    std::printf("[%s] '%s': %d/%d steps differ from llama.cpp (largest top-2 gap there %.4f; "
-                "rounding noise up to %.4f)\n",
-                type.c_str(), r["prompt"].get<std::string>().c_str(), mismatches, n, worst_gap,
-                noise_seen);
+    std::printf(
+        "[%s] '%s': %d/%d steps differ from llama.cpp (largest top-2 gap there %.4f; "
+        "rounding noise up to %.4f)\n",
+        type.c_str(), r["prompt"].get<std::string>().c_str(), mismatches, n, worst_gap, noise_seen);
     for (size_t i = 0; i < toks.size(); ++i) {
       if (steps[i].token == toks[i]) continue;
       // Both engines read the same weights and quantize activations to Q8_0 the same way; they

@@ -4,24 +4,28 @@
 #include "kvasir/model/model.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "kvasir/engine/sequence_runner.h"
 #include "kvasir/util/error.h"
 #include "reference_llama.h"
-#include "test_models.h"
+#include "test_util/files.h"
+#include "test_util/models.h"
+#include "test_util/paths.h"
+#include "test_util/tokens.h"
 
 namespace kvasir {
 namespace {
 
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
+using test_util::stories260k_path;
+using test_util::synth_model;
+using test_util::temp_dir;
+
+// Random tokens after a BOS (id 1).
+std::vector<int32_t> random_prompt(int n, int n_vocab, uint32_t seed) {
+  std::vector<int32_t> t = test_util::random_tokens(n, n_vocab, seed);
   t[0] = 1;
   return t;
 }
@@ -54,8 +58,8 @@ Diff compare_with_reference(const std::string& path, const std::vector<int32_t>&
 }
 
 TEST(Model, Stories260KMatchesReferenceF32KV) {
-  auto tokens = random_tokens(40, 512, 7);
-  Diff d = compare_with_reference(testing::stories260k(), tokens, DType::F32);
+  auto tokens = random_prompt(40, 512, 7);
+  Diff d = compare_with_reference(stories260k_path(), tokens, DType::F32);
   // F32 weights, F32 KV: the only differences are float vs double accumulation order over at most
   // 172-term dot products (relative ~1e-6 each) compounded over 5 layers; logits are O(10), so
   // 1e-3 absolute leaves two orders of magnitude of margin while catching any real bug (a wrong
@@ -64,8 +68,8 @@ TEST(Model, Stories260KMatchesReferenceF32KV) {
 }
 
 TEST(Model, Stories260KMatchesReferenceF16KV) {
-  auto tokens = random_tokens(40, 512, 8);
-  Diff d = compare_with_reference(testing::stories260k(), tokens, DType::F16);
+  auto tokens = random_prompt(40, 512, 8);
+  Diff d = compare_with_reference(stories260k_path(), tokens, DType::F16);
   // F16 KV rounds K and V to 11 significant bits (relative 2^-12 ≈ 2.4e-4 per element); through
   // attention and 5 layers this moves O(10) logits by ~1e-2 at most. 0.05 still catches bugs.
   EXPECT_LT(d.max_abs, 5e-2) << "max |logit| " << d.max_ref;
@@ -95,8 +99,8 @@ TEST_P(SynthModel, MatchesReference) {
   s.tied_output = c.tied;
   s.dtype = c.dtype;
   s.seed = 42;
-  std::string path = testing::synth_model(s, c.name);
-  auto tokens = random_tokens(37, s.n_vocab, 3);
+  std::string path = synth_model(s, c.name);
+  auto tokens = random_prompt(37, s.n_vocab, 3);
   Diff d = compare_with_reference(path, tokens, DType::F32, 3);
   // Tolerances: F32 weights — float vs double accumulation only (1e-3 on O(1..10) logits, see
   // above). F16/BF16 weights are exact in float, so the same bound holds. Q8_0/Q4_0 weights are
@@ -127,10 +131,9 @@ TEST(Model, LogitsAreBatchInvariant) {
     SynthSpec s;
     s.dim = 128, s.n_layers = 2, s.n_heads = 8, s.n_kv_heads = 2, s.ffn_dim = 256;
     s.n_vocab = 300, s.dtype = dt, s.seed = 9;
-    std::string path =
-        testing::synth_model(s, std::string("invariance_") + std::string(dtype_name(dt)));
+    std::string path = synth_model(s, std::string("invariance_") + std::string(dtype_name(dt)));
     auto model = Model::load(path);
-    auto tokens = random_tokens(41, s.n_vocab, 11);
+    auto tokens = random_prompt(41, s.n_vocab, 11);
     const int64_t V = s.n_vocab;
     ThreadPool pool2(2), pool3(3);
     SequenceRunnerOptions o;
@@ -153,7 +156,7 @@ TEST(Model, LogitsAreBatchInvariant) {
 }
 
 TEST(Model, RefusesUnknownArchitecture) {
-  std::string path = testing::temp_dir() + "/unknown_arch.gguf";
+  std::string path = temp_dir() + "/unknown_arch.gguf";
   gguf::GGUFWriter w;
   w.set("general.architecture", gguf::Value::str("mamba"));
   w.write(path);
@@ -170,13 +173,13 @@ TEST(Model, RefusesUnknownArchitecture) {
 TEST(Model, MissingTensorIsNamed) {
   SynthSpec s;
   s.dim = 64, s.n_layers = 1, s.n_heads = 2, s.n_kv_heads = 2, s.ffn_dim = 64, s.n_vocab = 50;
-  std::string good = testing::synth_model(s, "for_missing");
+  std::string good = synth_model(s, "for_missing");
   gguf::GGUFFile f(good);
   gguf::GGUFWriter w;
   for (const auto& [k, v] : f.metadata()) w.set(k, v);
   for (const auto& t : f.tensors())
     if (t.name != "blk.0.ffn_up.weight") w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
-  std::string bad = testing::temp_dir() + "/missing.gguf";
+  std::string bad = temp_dir() + "/missing.gguf";
   w.write(bad);
   try {
     Model::load(bad);
@@ -187,7 +190,7 @@ TEST(Model, MissingTensorIsNamed) {
 }
 
 TEST(Model, ContextOverflowIsAnError) {
-  auto model = Model::load(testing::stories260k());
+  auto model = Model::load(stories260k_path());
   ThreadPool pool(1);
   SequenceRunnerOptions o;
   o.max_ctx = 16;

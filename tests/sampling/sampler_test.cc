@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvasir/util/error.h"
+#include "test_util/random.h"
 
 namespace kvasir {
 namespace {
@@ -70,11 +71,7 @@ std::set<int32_t> support(const SamplingParams& params, const std::vector<float>
 }
 
 std::vector<float> random_logits(int32_t n, uint32_t seed, float scale = 3.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
+  return test_util::random_normal(static_cast<size_t>(n), seed, scale);
 }
 
 // ---------------------------------------------------------------- greedy

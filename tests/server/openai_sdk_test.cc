@@ -8,21 +8,17 @@
 #include <filesystem>
 
 #include "server_test_util.h"
+#include "test_util/node.h"
 
 namespace kvasir::server::testing {
 namespace {
 
 std::string sdk_dir() {
-  std::string cache;
-  if (const char* c = std::getenv("KVASIR_CACHE"); c && *c)
-    cache = c;
-  else if (const char* h = std::getenv("HOME"))
-    cache = std::string(h) + "/.cache/kvasir";
-  return cache + "/openai";
+  return test_util::cache_dir() + "/openai";
 }
 
 TEST(OpenAISdk, OfficialClientWorks) {
-  if (std::system("node --version > /dev/null 2>&1") != 0)
+  if (!test_util::node_available())
     GTEST_SKIP() << "node is not installed (apt-get install nodejs npm)";
   const std::string sdk = sdk_dir();
   if (!std::filesystem::exists(sdk + "/node_modules/openai/package.json"))

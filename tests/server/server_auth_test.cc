@@ -12,7 +12,7 @@
 namespace kvasir::server::testing {
 namespace {
 
-class ServerAuth : public ::testing::Test {
+class ServerAuth : public SharedServerTest<ServerAuth> {
  protected:
   static void SetUpTestSuite() {
     auto path = std::filesystem::temp_directory_path() /
@@ -24,16 +24,9 @@ class ServerAuth : public ::testing::Test {
     ServerConfig sc = test_server_config();
     sc.api_keys = ApiKeys::load(path.string());
     std::filesystem::remove(path);
-    srv = new TestServer(test_engine_config(), sc);
+    start(test_engine_config(), sc);
   }
-  static void TearDownTestSuite() {
-    delete srv;
-    srv = nullptr;
-  }
-  static int port() { return srv->port; }
-  static TestServer* srv;
 };
-TestServer* ServerAuth::srv = nullptr;
 
 TEST_F(ServerAuth, KeysRequiredOnV1) {
   const Json req{{"prompt", "Once"}, {"max_tokens", 3}};
@@ -64,10 +57,8 @@ TEST_F(ServerAuth, KeysRequiredOnV1) {
             std::string::npos)
       << m.body;
   EXPECT_EQ(m.body.find("secret"), std::string::npos);
-  EXPECT_GT(
-      srv->server->metrics().registry().value("kvasir_cost_usd_total", {"stories260K", "key2"}), 0);
-  EXPECT_EQ(
-      srv->server->metrics().registry().value("kvasir_cost_usd_total", {"stories260K", "key1"}), 0);
+  EXPECT_GT(metric("kvasir_cost_usd_total", {"stories260K", "key2"}), 0);
+  EXPECT_EQ(metric("kvasir_cost_usd_total", {"stories260K", "key1"}), 0);
 }
 
 class ServerOverload : public ::testing::Test {};
@@ -79,44 +70,27 @@ TEST_F(ServerOverload, QueueFullThenShutdown) {
   sc.max_queue = 1;
   sc.retry_after_s = 3;
   TestServer srv(ec, sc);
-  const Tokenizer& tok = *TestModel::get().tok;
+  const Tokenizer& tok = Stories260K::get().tok;
   // A runs, B waits (max_seqs 1): the queue (limit 1) is full.
   const Json long_req{{"prompt", Json::array({tok.bos_id()})},
                       {"max_tokens", 2000},
                       {"temperature", 0},
                       {"ignore_eos", true},
                       {"stream", true}};
-  std::vector<StreamResult> held(2);
   std::vector<std::thread> clients;
   std::atomic<bool> release{false};
   for (int i = 0; i < 2; ++i) {
-    clients.emplace_back([&, i] {
+    clients.emplace_back([&] {
       // Read until released, then hang up (which aborts the request).
-      StreamResult& r = held[static_cast<size_t>(i)];
-      std::string buf;
-      httplib::Client c = make_client(srv.port);
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v1/completions";
-      req.body = long_req.dump();
-      req.set_header("Content-Type", "application/json");
-      req.response_handler = [&](const httplib::Response& res) {
-        r.status = res.status;
-        return true;
-      };
-      req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
-        buf.append(d, n);
-        parse_sse(buf, r);
-        return !release.load();
-      };
-      c.send(req);
+      post_stream_while(srv.port, "/v1/completions", long_req,
+                        [&](const StreamResult&) { return !release.load(); });
     });
-    const double t0 = now_seconds();
-    while (now_seconds() - t0 < 10) {
-      EngineStats s = srv.engine->stats();
-      if (s.running + s.waiting == i + 1) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    wait_for(
+        [&] {
+          EngineStats s = srv.engine->stats();
+          return s.running + s.waiting == i + 1;
+        },
+        10, std::chrono::milliseconds(2));
   }
   EngineStats s = srv.engine->stats();
   EXPECT_EQ(s.running, 1);
@@ -146,7 +120,7 @@ TEST_F(ServerOverload, QueueFullThenShutdown) {
 
 TEST_F(ServerOverload, StopAbortsRequestsInFlight) {
   TestServer srv(test_engine_config(), test_server_config());
-  const Tokenizer& tok = *TestModel::get().tok;
+  const Tokenizer& tok = Stories260K::get().tok;
   std::thread client([&] {
     // Non-streaming, long: stop() must not wait for it to finish.
     post(srv.port, "/v1/completions",
@@ -155,9 +129,7 @@ TEST_F(ServerOverload, StopAbortsRequestsInFlight) {
               {"temperature", 0},
               {"ignore_eos", true}});
   });
-  const double t0 = now_seconds();
-  while (srv.server->in_flight() == 0 && now_seconds() - t0 < 10)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  wait_for([&] { return srv.server->in_flight() != 0; }, 10, std::chrono::milliseconds(2));
   ASSERT_EQ(srv.server->in_flight(), 1);
   const double t1 = now_seconds();
   srv.server->stop();

@@ -9,17 +9,7 @@
 namespace kvasir::server::testing {
 namespace {
 
-class ServerErrors : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { srv = new TestServer(test_engine_config(), test_server_config()); }
-  static void TearDownTestSuite() {
-    delete srv;
-    srv = nullptr;
-  }
-  static int port() { return srv->port; }
-  static TestServer* srv;
-};
-TestServer* ServerErrors::srv = nullptr;
+class ServerErrors : public SharedServerTest<ServerErrors> {};
 
 // The error object's shape: {"error": {"message": str, "type": str, "param", "code"}}.
 void expect_error(const HttpResult& r, int status, const std::string& param = "*",
@@ -119,7 +109,7 @@ TEST_F(ServerErrors, ContextLimits) {
                 {"max_completion_tokens", 5000}});
   expect_error(r, 400, "max_tokens", "context_length_exceeded");
   // Exactly filling the context is fine.
-  const int n = static_cast<int>(TestModel::get().tok->encode("Once", true, true).size());
+  const int n = static_cast<int>(Stories260K::get().tok.encode("Once", true, true).size());
   r = post(
       port(), "/v1/completions",
       Json{{"prompt", "Once"}, {"max_tokens", 2048 - n}, {"temperature", 0}, {"stop", "Lily"}});
@@ -152,7 +142,7 @@ TEST_F(ServerErrors, NoChatTemplate) {
   // A server without a template refuses chat with a clear 400 (the GGUF has none).
   ServerConfig sc = test_server_config();
   sc.chat_template.clear();
-  HttpServer other(*srv->engine, *TestModel::get().tok, sc);
+  HttpServer other(*srv->engine, Stories260K::get().tok, sc);
   int p = other.bind("127.0.0.1", 0);
   other.start();
   HttpResult r = post(p, "/v1/chat/completions",

@@ -10,18 +10,10 @@
 namespace kvasir::server::testing {
 namespace {
 
-class ServerHttp : public ::testing::Test {
+class ServerHttp : public SharedServerTest<ServerHttp> {
  protected:
-  static void SetUpTestSuite() { srv = new TestServer(test_engine_config(), test_server_config()); }
-  static void TearDownTestSuite() {
-    delete srv;
-    srv = nullptr;
-  }
-  static int port() { return srv->port; }
-  static const Tokenizer& tok() { return *TestModel::get().tok; }
-  static TestServer* srv;
+  static const Tokenizer& tok() { return Stories260K::get().tok; }
 };
-TestServer* ServerHttp::srv = nullptr;
 
 double expected_cost(const Json& usage) {
   const double p = usage["prompt_tokens"].get<double>();

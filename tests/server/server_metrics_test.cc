@@ -10,20 +10,7 @@
 namespace kvasir::server::testing {
 namespace {
 
-class ServerMetrics : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { srv = new TestServer(test_engine_config(), test_server_config()); }
-  static void TearDownTestSuite() {
-    delete srv;
-    srv = nullptr;
-  }
-  static int port() { return srv->port; }
-  static double metric(const std::string& name, const std::vector<std::string>& labels = {}) {
-    return srv->server->metrics().registry().value(name, labels);
-  }
-  static TestServer* srv;
-};
-TestServer* ServerMetrics::srv = nullptr;
+class ServerMetrics : public SharedServerTest<ServerMetrics> {};
 
 const std::vector<std::string> kModelKey{"stories260K", "none"};
 

@@ -85,7 +85,7 @@ TEST(ApiError, Shape) {
 }
 
 TEST(OpenAIResponse, LogprobsShapes) {
-  const Tokenizer& tok = *testing::TestModel::get().tok;
+  const Tokenizer& tok = test_util::Stories260K::get().tok;
   const int32_t a = tok.find_token(
       "\xe2\x96\x81"
       "Once");  // "▁Once"

@@ -10,16 +10,7 @@
 namespace kvasir::server::testing {
 namespace {
 
-class ServerStream : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { srv = new TestServer(test_engine_config(), test_server_config()); }
-  static void TearDownTestSuite() {
-    delete srv;
-    srv = nullptr;
-  }
-  static TestServer* srv;
-};
-TestServer* ServerStream::srv = nullptr;
+class ServerStream : public SharedServerTest<ServerStream> {};
 
 std::string stream_text(const StreamResult& s, bool chat) {
   std::string text;
@@ -36,7 +27,7 @@ std::string stream_text(const StreamResult& s, bool chat) {
 }
 
 TEST_F(ServerStream, SixtyFourConcurrentClients) {
-  const Tokenizer& tok = *TestModel::get().tok;
+  const Tokenizer& tok = Stories260K::get().tok;
   const std::string prompt = "Once upon a time";
   GreedyReference ref = greedy_reference(tok.encode(prompt, true, true), 24, false);
   constexpr int kClients = 64;
@@ -83,10 +74,9 @@ TEST_F(ServerStream, SixtyFourConcurrentClients) {
 }
 
 TEST_F(ServerStream, DisconnectAbortsAndFreesBlocks) {
-  const double aborts_before =
-      srv->server->metrics().registry().value("kvasir_requests_total", {"abort"});
+  const double aborts_before = metric("kvasir_requests_total", {"abort"});
   const uint64_t generated_before = srv->engine->stats().generation_tokens;
-  const Tokenizer& tok = *TestModel::get().tok;
+  const Tokenizer& tok = Stories260K::get().tok;
   // 2000 tokens take far longer than noticing the hang-up does.
   Json req{{"prompt", Json::array({tok.bos_id()})},
            {"max_tokens", 2000},
@@ -98,12 +88,9 @@ TEST_F(ServerStream, DisconnectAbortsAndFreesBlocks) {
   EXPECT_GE(r.chunks.size(), 3u);
   EXPECT_FALSE(r.done);
   EXPECT_TRUE(wait_blocks_free(*srv->engine, 10)) << srv->engine->stats().kv_blocks_used;
-  const double t0 = now_seconds();
-  while (srv->server->in_flight() > 0 && now_seconds() - t0 < 5)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for([&] { return srv->server->in_flight() == 0; }, 5, std::chrono::milliseconds(5));
   EXPECT_EQ(srv->server->in_flight(), 0);
-  EXPECT_EQ(srv->server->metrics().registry().value("kvasir_requests_total", {"abort"}),
-            aborts_before + 1);
+  EXPECT_EQ(metric("kvasir_requests_total", {"abort"}), aborts_before + 1);
   // Far fewer than 2000 tokens were generated before the abort.
   EXPECT_LT(srv->engine->stats().generation_tokens - generated_before, 2000u);
   // The server still serves.
@@ -112,8 +99,7 @@ TEST_F(ServerStream, DisconnectAbortsAndFreesBlocks) {
 }
 
 TEST_F(ServerStream, DisconnectOfOneChoiceAbortsAll) {
-  const double aborts_before =
-      srv->server->metrics().registry().value("kvasir_requests_total", {"abort"});
+  const double aborts_before = metric("kvasir_requests_total", {"abort"});
   Json req{{"prompt", "Once"},
            {"max_tokens", 1500},
            {"temperature", 0.8},
@@ -124,20 +110,16 @@ TEST_F(ServerStream, DisconnectOfOneChoiceAbortsAll) {
   StreamResult r = post_stream(srv->port, "/v1/completions", req, 5);
   EXPECT_EQ(r.status, 200);
   EXPECT_TRUE(wait_blocks_free(*srv->engine, 10)) << srv->engine->stats().kv_blocks_used;
-  const double t0 = now_seconds();
-  while (srv->server->in_flight() > 0 && now_seconds() - t0 < 5)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for([&] { return srv->server->in_flight() == 0; }, 5, std::chrono::milliseconds(5));
   // All four choices were aborted, not run to their 1500 tokens.
-  EXPECT_EQ(srv->server->metrics().registry().value("kvasir_requests_total", {"abort"}),
-            aborts_before + 4);
+  EXPECT_EQ(metric("kvasir_requests_total", {"abort"}), aborts_before + 4);
 }
 
 // A non-streaming client that gives up (its read timeout) aborts its generation too.
 TEST_F(ServerStream, NonStreamingClientThatHangsUpIsAborted) {
-  const double aborts_before =
-      srv->server->metrics().registry().value("kvasir_requests_total", {"abort"});
+  const double aborts_before = metric("kvasir_requests_total", {"abort"});
   const uint64_t generated_before = srv->engine->stats().generation_tokens;
-  const Tokenizer& tok = *TestModel::get().tok;
+  const Tokenizer& tok = Stories260K::get().tok;
   Json req{{"prompt", Json::array({tok.bos_id()})},
            {"max_tokens", 2000},
            {"temperature", 0},
@@ -150,12 +132,9 @@ TEST_F(ServerStream, NonStreamingClientThatHangsUpIsAborted) {
     EXPECT_FALSE(res);  // timed out: the client closes its socket
   }
   EXPECT_TRUE(wait_blocks_free(*srv->engine, 10)) << srv->engine->stats().kv_blocks_used;
-  const double t0 = now_seconds();
-  while (srv->server->in_flight() > 0 && now_seconds() - t0 < 5)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for([&] { return srv->server->in_flight() == 0; }, 5, std::chrono::milliseconds(5));
   EXPECT_EQ(srv->server->in_flight(), 0);
-  EXPECT_EQ(srv->server->metrics().registry().value("kvasir_requests_total", {"abort"}),
-            aborts_before + 2);
+  EXPECT_EQ(metric("kvasir_requests_total", {"abort"}), aborts_before + 2);
   EXPECT_LT(srv->engine->stats().generation_tokens - generated_before, 4000u);
   EXPECT_EQ(post(srv->port, "/v1/completions", Json{{"prompt", "Hi"}, {"max_tokens", 2}}).status,
             200);

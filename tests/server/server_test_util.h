@@ -1,16 +1,19 @@
-// Helpers for the server tests: stories260K loaded once per process, an Engine + HttpServer on an
-// ephemeral loopback port, small HTTP/SSE clients (cpp-httplib), and the offline greedy reference
-// (the same loop as `kvasir run --temp 0`: SequenceRunner + Sampler + IncrementalDetokenizer).
+// Helpers for the server tests: an Engine + HttpServer on an ephemeral loopback port (TestServer,
+// and SharedServerTest, a fixture whose suite shares one), small HTTP/SSE clients (cpp-httplib),
+// polling with a timeout, and the offline greedy reference (the same loop as
+// `kvasir run --temp 0`: SequenceRunner + Sampler + IncrementalDetokenizer). The model is
+// test_util::Stories260K (test_util/models.h), loaded once per process.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvasir/engine.h"
@@ -22,41 +25,18 @@
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/thread_pool.h"
 #include "kvasir/util/timer.h"
+#include "test_util/files.h"
+#include "test_util/models.h"
+#include "test_util/paths.h"
 
 namespace kvasir::server::testing {
 
 using Json = nlohmann::ordered_json;
+using test_util::Stories260K;
 
-inline std::string models_dir() {
-  if (const char* env = std::getenv("KVASIR_MODELS"); env && *env) return env;
-  return std::string(KVASIR_SOURCE_DIR) + "/../shared/models";
-}
-inline std::string stories260k_path() {
-  return models_dir() + "/stories260K.gguf";
-}
 inline std::string data_path(const std::string& name) {
   return std::string(KVASIR_SOURCE_DIR) + "/tests/server/data/" + name;
 }
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The model and tokenizer, loaded once. Engines in these tests never overlap in time (one per
-// test suite), so they can share the Model's scratch.
-struct TestModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tok;
-  static TestModel& get() {
-    static TestModel m = [] {
-      TestModel t;
-      t.model = Model::load(stories260k_path());
-      t.tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(t.model->file()));
-      return t;
-    }();
-    return m;
-  }
-};
 
 inline EngineConfig test_engine_config() {
   EngineConfig ec;
@@ -70,7 +50,7 @@ inline EngineConfig test_engine_config() {
 inline ServerConfig test_server_config() {
   ServerConfig sc;
   sc.model_name = "stories260K";
-  sc.chat_template = read_text(data_path("simple_chat.jinja"));
+  sc.chat_template = test_util::read_file(data_path("simple_chat.jinja"));
   sc.prices.input = 0.15;
   sc.prices.output = 0.60;
   sc.prices.cached_input = 0.075;
@@ -85,9 +65,9 @@ struct TestServer {
   int port = 0;
 
   TestServer(const EngineConfig& ec, const ServerConfig& sc) {
-    TestModel& m = TestModel::get();
-    engine = std::make_unique<Engine>(*m.model, *m.tok, ec);
-    server = std::make_unique<HttpServer>(*engine, *m.tok, sc);
+    Stories260K& m = Stories260K::get();
+    engine = std::make_unique<Engine>(*m.model, m.tok, ec);
+    server = std::make_unique<HttpServer>(*engine, m.tok, sc);
     port = server->bind("127.0.0.1", 0);
     server->start();
   }
@@ -96,6 +76,29 @@ struct TestServer {
     server.reset();
     engine.reset();
   }
+};
+
+// A fixture whose test suite shares one TestServer, started before its first test (with
+// test_engine_config() and test_server_config(), unless the suite's own SetUpTestSuite calls
+// start() with others) and stopped after its last. Suite is the fixture class itself, so every
+// suite has a server of its own: class MySuite : public SharedServerTest<MySuite> {};
+template <class Suite>
+class SharedServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { start(test_engine_config(), test_server_config()); }
+  static void TearDownTestSuite() {
+    delete srv;
+    srv = nullptr;
+  }
+  static void start(const EngineConfig& ec, const ServerConfig& sc) {
+    srv = new TestServer(ec, sc);
+  }
+  static int port() { return srv->port; }
+  // The value of a metric in the server's registry.
+  static double metric(const std::string& name, const std::vector<std::string>& labels = {}) {
+    return srv->server->metrics().registry().value(name, labels);
+  }
+  static inline TestServer* srv = nullptr;
 };
 
 struct HttpResult {
@@ -174,10 +177,11 @@ inline void parse_sse(std::string& buf, StreamResult& r) {
   }
 }
 
-// POSTs a streaming request and reads the SSE stream; with stop_after_chunks >= 0 the client
-// hangs up after that many data events.
-inline StreamResult post_stream(int port, const std::string& path, const Json& body,
-                                int stop_after_chunks = -1, const httplib::Headers& headers = {}) {
+// POSTs a streaming request and reads the SSE stream for as long as keep_reading(what was read
+// so far) holds after each piece; then the client hangs up.
+inline StreamResult post_stream_while(int port, const std::string& path, const Json& body,
+                                      const std::function<bool(const StreamResult&)>& keep_reading,
+                                      const httplib::Headers& headers = {}) {
   StreamResult r;
   std::string buf;
   httplib::Client c = make_client(port);
@@ -195,13 +199,25 @@ inline StreamResult post_stream(int port, const std::string& path, const Json& b
     r.raw.append(data, n);
     buf.append(data, n);
     parse_sse(buf, r);
-    return stop_after_chunks < 0 || static_cast<int>(r.chunks.size()) < stop_after_chunks;
+    return keep_reading(r);
   };
   auto res = c.send(req);
   if (!res) r.error = httplib::to_string(res.error());
   if (res && r.status == 0) r.status = res->status;
   if (res && r.raw.empty()) r.raw = res->body;
   return r;
+}
+
+// POSTs a streaming request and reads the SSE stream; with stop_after_chunks >= 0 the client
+// hangs up after that many data events.
+inline StreamResult post_stream(int port, const std::string& path, const Json& body,
+                                int stop_after_chunks = -1, const httplib::Headers& headers = {}) {
+  return post_stream_while(
+      port, path, body,
+      [&](const StreamResult& r) {
+        return stop_after_chunks < 0 || static_cast<int>(r.chunks.size()) < stop_after_chunks;
+      },
+      headers);
 }
 
 // Greedy generation with the offline path `kvasir run` uses, on its own Model instance.
@@ -212,8 +228,8 @@ struct GreedyReference {
 };
 inline GreedyReference greedy_reference(const std::vector<int32_t>& prompt, int max_tokens,
                                         bool strip_leading_space) {
-  static std::unique_ptr<Model> model = Model::load(stories260k_path());
-  const Tokenizer& tok = *TestModel::get().tok;
+  static std::unique_ptr<Model> model = Model::load(test_util::stories260k_path());
+  const Tokenizer& tok = Stories260K::get().tok;
   ThreadPool pool(1);
   SequenceRunnerOptions ro;
   ro.max_ctx = 2048;
@@ -242,15 +258,25 @@ inline GreedyReference greedy_reference(const std::vector<int32_t>& prompt, int 
   return out;
 }
 
-// Polls until the engine is idle and every KV block is back in the pool (or the timeout).
-inline bool wait_blocks_free(Engine& e, double timeout_s) {
+// Polls `done` every `poll` until it holds (true) or timeout_s has passed (false).
+inline bool wait_for(const std::function<bool()>& done, double timeout_s,
+                     std::chrono::milliseconds poll) {
   const double t0 = now_seconds();
   while (now_seconds() - t0 < timeout_s) {
-    EngineStats s = e.stats();
-    if (s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (done()) return true;
+    std::this_thread::sleep_for(poll);
   }
   return false;
+}
+
+// Polls until the engine is idle and every KV block is back in the pool (or the timeout).
+inline bool wait_blocks_free(Engine& e, double timeout_s) {
+  return wait_for(
+      [&] {
+        EngineStats s = e.stats();
+        return s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0;
+      },
+      timeout_s, std::chrono::milliseconds(10));
 }
 
 }  // namespace kvasir::server::testing

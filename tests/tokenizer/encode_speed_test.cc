@@ -4,14 +4,15 @@
 #include <chrono>
 
 #include "kvasir/tokenizer/tokenizer.h"
-#include "test_data.h"
+#include "test_util/files.h"
+#include "test_util/paths.h"
 
 namespace kvasir {
 namespace {
 
 void check_speed(const std::string& model_path) {
   std::string text;
-  ASSERT_TRUE(testing::read_file(testing::text_dir() + "/tinystories-eval.txt", text));
+  ASSERT_TRUE(test_util::read_file(test_util::text_dir() + "/tinystories-eval.txt", text));
   ASSERT_GE(text.size(), 100000u);
   text.resize(100000);
   const Tokenizer tok = Tokenizer::from_file(model_path);
@@ -25,13 +26,13 @@ void check_speed(const std::string& model_path) {
 }
 
 TEST(EncodeSpeed, Spm100KB) {
-  check_speed(testing::models_dir() + "/stories260K.gguf");
+  check_speed(test_util::stories260k_path());
 }
 TEST(EncodeSpeed, Bpe100KB) {
-  check_speed(testing::models_dir() + "/vocab/ggml-vocab-gpt-2.gguf");
+  check_speed(test_util::models_dir() + "/vocab/ggml-vocab-gpt-2.gguf");
 }
 TEST(EncodeSpeed, Wpm100KB) {
-  check_speed(testing::models_dir() + "/vocab/ggml-vocab-bert-bge.gguf");
+  check_speed(test_util::models_dir() + "/vocab/ggml-vocab-bert-bge.gguf");
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kvasir/tokenizer/unicode.h"
-#include "test_data.h"
+#include "test_util/paths.h"
 #include "vocab_builder.h"
 
 namespace kvasir {
@@ -67,7 +67,7 @@ TEST(IncrementalDetokenizer, OptionsForSpecialTokensAndLeadingSpace) {
 // Streaming a real vocab's tokens gives the same text as decoding them at once, and every chunk
 // is valid UTF-8 (multi-byte characters arrive split across byte-level tokens).
 void check_stream_matches(const std::string& vocab, bool strip) {
-  const Tokenizer tok = Tokenizer::from_file(testing::models_dir() + "/vocab/" + vocab);
+  const Tokenizer tok = Tokenizer::from_file(test_util::models_dir() + "/vocab/" + vocab);
   const std::string text =
       "Gr\xC3\xBC\xC3\x9F"
       "e \xF0\x9F\xA6\x99\xF0\x9F\x98\x80 \xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C "

@@ -9,7 +9,7 @@
 #include "kvasir/tokenizer/subword.h"
 #include "kvasir/tokenizer/unicode.h"
 #include "kvasir/util/error.h"
-#include "test_data.h"
+#include "test_util/paths.h"
 #include "vocab_builder.h"
 
 namespace kvasir {
@@ -339,7 +339,7 @@ TEST(VocabLoad, OutOfRangeSpecialIdKeysKeepTheDefault) {
 class Stories : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    tok_ = new Tokenizer(Tokenizer::from_file(testing::models_dir() + "/stories260K.gguf"));
+    tok_ = new Tokenizer(Tokenizer::from_file(test_util::stories260k_path()));
   }
   static void TearDownTestSuite() {
     delete tok_;
@@ -404,7 +404,7 @@ namespace {
 // as in llama.cpp, spaces are escaped to U+2581 before the text is cut into characters by lead
 // byte, so a bad lead byte can swallow part of an escaped space.)
 TEST(ArbitraryInput, RandomBytesAndCharacters) {
-  const std::string dir = testing::models_dir() + "/vocab/";
+  const std::string dir = test_util::models_dir() + "/vocab/";
   const Tokenizer spm = Tokenizer::from_file(dir + "ggml-vocab-llama-spm.gguf");
   const Tokenizer bpe = Tokenizer::from_file(dir + "ggml-vocab-gpt-2.gguf");
   const Tokenizer wpm = Tokenizer::from_file(dir + "ggml-vocab-bert-bge.gguf");

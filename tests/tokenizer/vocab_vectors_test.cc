@@ -8,7 +8,8 @@
 #include <sstream>
 
 #include "kvasir/tokenizer/tokenizer.h"
-#include "test_data.h"
+#include "test_util/files.h"
+#include "test_util/paths.h"
 
 namespace kvasir {
 namespace {
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> vocab_files() {
   std::vector<std::string> names;
-  const fs::path dir = fs::path(testing::models_dir()) / "vocab";
+  const fs::path dir = fs::path(test_util::models_dir()) / "vocab";
   if (!fs::is_directory(dir)) return names;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() == ".gguf") names.push_back(e.path().filename().string());
@@ -62,12 +63,12 @@ std::string show(const std::vector<TokenId>& ids) {
 class VocabFile : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VocabFile, ReproducesVectorsOrRoundTrips) {
-  const std::string path = testing::models_dir() + "/vocab/" + GetParam();
+  const std::string path = test_util::models_dir() + "/vocab/" + GetParam();
   const Tokenizer tok = Tokenizer::from_file(path);
   ASSERT_GT(tok.n_vocab(), 0);
 
   std::string inp, out;
-  if (testing::read_file(path + ".inp", inp) && testing::read_file(path + ".out", out)) {
+  if (test_util::read_file(path + ".inp", inp) && test_util::read_file(path + ".out", out)) {
     const auto inputs = split_inputs(inp);
     const auto expected = parse_outputs(out);
     ASSERT_EQ(inputs.size(), expected.size()) << path;
@@ -107,7 +108,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(VocabFile);
 
 TEST(VocabFiles, AreAllPresent) {
   // The shared folder ships 12 vocabs; a missing folder must not silently pass.
-  EXPECT_EQ(vocab_files().size(), 12u) << "looked in " << testing::models_dir() << "/vocab";
+  EXPECT_EQ(vocab_files().size(), 12u) << "looked in " << test_util::models_dir() << "/vocab";
 }
 
 }  // namespace
