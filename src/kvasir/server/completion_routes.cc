@@ -28,6 +28,20 @@ void run_job(RouteContext& ctx, const httplib::Request& req, httplib::Response& 
   }
 }
 
+// A job for one request's options, its sampling parameters checked.
+std::shared_ptr<Job> new_job(RouteContext& ctx, const char* id_prefix, const std::string& key,
+                             const GenerationOptions& o) {
+  auto job = std::make_shared<Job>();
+  job->id = make_response_id(id_prefix);
+  job->key = key;
+  job->n = o.n;
+  job->sp = o.sampling;
+  job->stream = o.stream;
+  job->include_usage = o.include_usage;
+  check_sampling(ctx, job->sp);
+  return job;
+}
+
 }  // namespace
 
 void completions(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
@@ -37,15 +51,8 @@ void completions(RouteContext& ctx, const httplib::Request& req, httplib::Respon
   Json body = parse_json_body(req.body);
   CompletionRequest cr = parse_completion_request(body);
   check_model(ctx, cr.options.model);
-  auto job = std::make_shared<Job>();
-  job->id = make_response_id("cmpl-");
-  job->key = key;
-  job->n = cr.options.n;
-  job->sp = cr.options.sampling;
-  job->stream = cr.options.stream;
-  job->include_usage = cr.options.include_usage;
+  auto job = new_job(ctx, "cmpl-", key, cr.options);
   job->completion_logprobs = cr.logprobs;
-  check_sampling(ctx, job->sp);
   for (size_t i = 0; i < cr.prompts.size(); ++i) {
     const PromptInput& p = cr.prompts[i];
     std::vector<int32_t> ids =
@@ -68,17 +75,10 @@ void chat_completions(RouteContext& ctx, const httplib::Request& req, httplib::R
         "This model has no chat template (tokenizer.chat_template); start the server with "
         "--chat-template FILE.jinja, or use /v1/completions.",
         {}, "no_chat_template");
-  auto job = std::make_shared<Job>();
+  auto job = new_job(ctx, "chatcmpl-", key, cr.options);
   job->chat = true;
-  job->id = make_response_id("chatcmpl-");
-  job->key = key;
-  job->n = cr.options.n;
-  job->sp = cr.options.sampling;
-  job->stream = cr.options.stream;
-  job->include_usage = cr.options.include_usage;
   job->chat_logprobs = cr.logprobs;
   job->chat_top_logprobs = cr.top_logprobs;
-  check_sampling(ctx, job->sp);
   const std::string prompt = ctx.prompter->render(cr);
   // The template writes BOS itself where the model wants it (as vLLM: no special tokens added).
   std::vector<int32_t> ids = ctx.tok.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
