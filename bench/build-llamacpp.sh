@@ -14,6 +14,9 @@
 # scripts/install-llamacpp-ref.sh only when the bundle is missing). The compile runs under
 # `nice -n 19` so that it never competes with interactive work on a shared machine; it takes
 # about 15 minutes on 2 cores. Set JOBS to change the parallelism (default: all cores).
+# LLAMA_NO_AMX=1 builds into build-noamx/ with Intel AMX compiled out (-mno-amx-*): on the
+# Sapphire Rapids VMs seen here the native build's AMX path for Q4_0/Q8_0 dies with SIGSEGV in
+# ggml_backend_amx_mul_mat (F16 runs), so quantized comparisons there need this build.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +25,11 @@ BUNDLE="$CACHE/nlc/node_modules/node-llama-cpp/llama/gitRelease.bundle"
 ROOT="$CACHE/llama.cpp-bench"
 SRC="$ROOT/src"
 BUILD="$ROOT/build"
+cflags=""
+if [ "${LLAMA_NO_AMX:-0}" = 1 ]; then
+  BUILD="$ROOT/build-noamx"
+  cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
 BIN="$BUILD/bin"
 JOBS="${JOBS:-$(nproc)}"
 
@@ -60,6 +68,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$SRC" -B "$BUILD" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$cflags" -DCMAKE_CXX_FLAGS="$cflags" \
     -DLLAMA_CURL=OFF \
     -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF \

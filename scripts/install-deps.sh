@@ -4,7 +4,8 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
-  libhwy-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  libhwy-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev
+  libboost-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev
   nodejs
 )
