@@ -91,6 +91,9 @@ struct EngineStats {
   uint64_t generation_tokens = 0;
   uint64_t padding_tokens = 0;  // rows computed for padded static batching (comparison mode)
   uint64_t steps = 0;
+  // KV pressure warnings logged: one when usage crosses EngineConfig::kv_warn_ratio, then at most
+  // one per 30 s while it stays above (crossings in between are counted into the next one).
+  uint64_t kv_pressure_warnings = 0;
 };
 
 class Engine {

@@ -14,6 +14,7 @@
 #include "kvasir/model/model.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
+#include "kvasir/util/timer.h"
 #include "test_util/models.h"
 #include "test_util/tokens.h"
 
@@ -291,6 +292,50 @@ TEST(Engine, StaticBatchingProducesTheSameOutputs) {
   cfg.static_padding = false;
   run_and_check(cfg, make_workload(20, 6, 60, 30), &s);
   EXPECT_EQ(s.padding_tokens, 0u);
+}
+
+// Under a small KV pool usage swings across the warning threshold many times a second (a
+// finishing sequence frees its blocks, the next one takes them back): the warning is logged once
+// when usage first crosses it and at most once per 30 s while it stays high, not at every swing.
+TEST(Engine, KvPressureWarningIsRateLimited) {
+  EngineConfig cfg;
+  cfg.max_seqs = 16;
+  cfg.max_batched_tokens = 64;
+  cfg.max_model_len = 192;
+  cfg.kv_blocks = 192 / 16 + 4;
+  cfg.threads = 2;
+  const auto count = [](const std::string& s, const std::string& what) {
+    int n = 0;
+    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+    return n;
+  };
+  const Workload w = make_workload(60, 12, 100, 40);
+  const double t0 = now_seconds();
+  testing::internal::CaptureStderr();
+  EngineStats s;
+  {
+    Engine engine(*fx().model, fx().tok, cfg);
+    Collector c;
+    for (size_t i = 0; i < w.prompts.size(); ++i)
+      engine.submit(greedy(w.prompts[i], w.n_out[i]), c.sink());
+    c.wait(static_cast<int>(w.prompts.size()));
+    engine.wait_idle();
+    s = engine.stats();
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  const double elapsed = now_seconds() - t0;
+  const int warnings = count(err, "KV cache usage");
+  const int recovered = count(err, "KV cache usage back to");
+  EXPECT_GT(s.preemptions, 0u) << "the pool was meant to be too small for the load";
+  EXPECT_GE(s.kv_pressure_warnings, 1u) << "usage crossed 90% but nothing was logged";
+  // Once at the first crossing, then at most once per 30 s while above.
+  EXPECT_LE(s.kv_pressure_warnings, 1u + static_cast<uint64_t>(elapsed / 30.0))
+      << "over " << elapsed << " s:\n"
+      << err;
+  EXPECT_EQ(static_cast<uint64_t>(warnings - recovered), s.kv_pressure_warnings) << err;
+  // One info line per logged episode that ended (usage is back to 0 at the end).
+  EXPECT_LE(recovered, static_cast<int>(s.kv_pressure_warnings)) << err;
+  EXPECT_GE(recovered, 1) << err;
 }
 
 }  // namespace

@@ -176,6 +176,151 @@ TEST(OpenAIRequest, ChatErrors) {
   for (auto& c : cases) expect_bad([&] { parse_chat_request(J(c[0])); }, c[1]);
 }
 
+// OpenAI's documented ranges (vLLM's for the fields OpenAI lacks); each refusal names the field
+// and says the range.
+TEST(OpenAIRequest, RangesAreChecked) {
+  struct Case {
+    const char* fields;  // added to {"prompt": "x", ...}
+    const char* param;
+    const char* message;  // a part of the error message
+  };
+  const Case cases[] = {
+      {R"("temperature": 1e10)", "temperature", "'temperature' must be in [0, 2], got 1"},
+      {R"("temperature": 2.0001)", "temperature", "in [0, 2]"},
+      {R"("temperature": -0.5)", "temperature", "in [0, 2]"},
+      {R"("top_p": 0)", "top_p", "'top_p' must be in (0, 1], got 0"},
+      {R"("top_p": 1.01)", "top_p", "in (0, 1]"},
+      {R"("top_p": -1)", "top_p", "in (0, 1]"},
+      {R"("min_p": -0.1)", "min_p", "in [0, 1]"},
+      {R"("min_p": 1.5)", "min_p", "in [0, 1]"},
+      {R"("presence_penalty": 2.5)", "presence_penalty", "in [-2, 2]"},
+      {R"("presence_penalty": -2.01)", "presence_penalty", "in [-2, 2]"},
+      {R"("frequency_penalty": 3)", "frequency_penalty", "in [-2, 2]"},
+      {R"("frequency_penalty": -1e300)", "frequency_penalty", "in [-2, 2]"},
+      {R"("repetition_penalty": 0)", "repetition_penalty", "> 0"},
+      {R"("repetition_penalty": -1)", "repetition_penalty", "> 0"},
+      {R"("repetition_penalty": 1e300)", "repetition_penalty", "finite"},
+      {R"("logit_bias": {"5": 101})", "logit_bias", "'logit_bias[5]' must be in [-100, 100]"},
+      {R"("logit_bias": {"5": -100.5})", "logit_bias", "in [-100, 100]"},
+      {R"("logit_bias": {"5": 1e300})", "logit_bias", "in [-100, 100]"},
+      {R"("logprobs": 21)", "logprobs", "[0, 20]"},
+      {R"("logprobs": -1)", "logprobs", "[0, 20]"},
+      {R"("n": 129)", "n", "[1, 128]"},
+      {R"("max_tokens": -1)", "max_tokens", ">= 1"},
+      {R"("max_tokens": 2147483648)", "max_tokens", "2147483647"},
+      {R"("top_k": -2)", "top_k", "[-1, 2147483647]"},
+      {R"("top_k": 2147483648)", "top_k", "[-1, 2147483647]"},
+      {R"("seed": -2)", "seed", "or -1 for a random seed, got -2"},
+      {R"("seed": -9223372036854775808)", "seed", "got -9223372036854775808"},
+      {R"("seed": 1.5)", "seed", "an integer"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fields);
+    const std::string body = std::string(R"({"prompt": "x", )") + c.fields + "}";
+    try {
+      parse_completion_request(J(body.c_str()));
+      ADD_FAILURE() << "accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), c.param) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+  const char* chat_cases[][2] = {
+      {R"("logprobs": true, "top_logprobs": 21)", "top_logprobs"},
+      {R"("logprobs": true, "top_logprobs": -1)", "top_logprobs"},
+      {R"("max_completion_tokens": 0)", "max_completion_tokens"},
+      {R"("temperature": 3)", "temperature"},
+  };
+  for (auto& c : chat_cases) {
+    const std::string body =
+        std::string(R"({"messages": [{"role": "user", "content": "x"}], )") + c[0] + "}";
+    expect_bad([&] { parse_chat_request(J(body.c_str())); }, c[1]);
+  }
+}
+
+TEST(OpenAIRequest, RangeEdgesAreAccepted) {
+  CompletionRequest r = parse_completion_request(J(R"({"prompt": "x", "temperature": 2,
+      "top_p": 1, "min_p": 1, "presence_penalty": -2, "frequency_penalty": 2,
+      "repetition_penalty": 1e-3, "logit_bias": {"1": -100, "2": 100}, "logprobs": 20,
+      "n": 128, "top_k": 0, "max_tokens": 2147483647})"));
+  const SamplingParams& sp = r.options.sampling;
+  EXPECT_EQ(sp.temperature, 2.0f);
+  EXPECT_EQ(sp.top_p, 1.0f);
+  EXPECT_EQ(sp.min_p, 1.0f);
+  EXPECT_EQ(sp.presence_penalty, -2.0f);
+  EXPECT_EQ(sp.frequency_penalty, 2.0f);
+  EXPECT_FLOAT_EQ(sp.repetition_penalty, 1e-3f);
+  EXPECT_EQ(sp.logit_bias.at(1), -100.0f);
+  EXPECT_EQ(sp.logit_bias.at(2), 100.0f);
+  EXPECT_EQ(r.logprobs, 20);
+  EXPECT_EQ(r.options.n, 128);
+  EXPECT_EQ(sp.top_k, 0);
+  EXPECT_EQ(sp.max_tokens, 2147483647);
+  EXPECT_FALSE(sp.validate().has_value()) << *sp.validate();
+  EXPECT_EQ(parse_completion_request(J(R"({"prompt": "x", "temperature": 0})"))
+                .options.sampling.temperature,
+            0.0f);
+  ChatRequest c =
+      parse_chat_request(J(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+            "top_logprobs": 20})"));
+  EXPECT_EQ(c.top_logprobs, 20);
+}
+
+// seed: -1 means "no seed" (random, as llama-server); every other value must be in [0, 2^64-1]
+// and is used as given, never wrapped.
+TEST(OpenAIRequest, Seed) {
+  auto seed = [](const char* v) {
+    const std::string body = std::string(R"({"prompt": "x", "seed": )") + v + "}";
+    return parse_completion_request(J(body.c_str())).options.sampling.seed;
+  };
+  EXPECT_FALSE(seed("-1").has_value());
+  EXPECT_FALSE(seed("-1.0").has_value());
+  EXPECT_FALSE(seed("null").has_value());
+  EXPECT_EQ(seed("0"), 0u);
+  EXPECT_EQ(seed("42"), 42u);
+  EXPECT_EQ(seed("9223372036854775807"), 9223372036854775807u);
+  EXPECT_EQ(seed("9223372036854775808"), 9223372036854775808u);
+  EXPECT_EQ(seed("18446744073709551615"), 18446744073709551615u);
+  EXPECT_EQ(seed("1e3"), 1000u);
+}
+
+TEST(OpenAIRequest, ChatRoles) {
+  for (const char* role : {"system", "user", "assistant", "tool", "developer", "function"}) {
+    Json body = J(R"({"messages": [{"role": "user", "content": "x"}]})");
+    body["messages"].push_back({{"role", role}, {"content", "y"}});
+    EXPECT_EQ(parse_chat_request(body).messages[1]["role"], role);
+  }
+  for (const char* role : {"robot", "User", "", "forbidden", "system "}) {
+    SCOPED_TRACE(role);
+    Json body = J(R"({"messages": [{"role": "user", "content": "x"}]})");
+    body["messages"].push_back({{"role", role}, {"content", "y"}});
+    try {
+      parse_chat_request(body);
+      ADD_FAILURE() << "accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "messages[1].role");
+      EXPECT_EQ(std::string(e.what()),
+                std::string("'messages[1].role' must be one of system, user, assistant, tool, "
+                            "developer, function; got \"") +
+                    role + "\"");
+    }
+  }
+  // A long role is quoted in part, cut at a character boundary.
+  Json body = J(R"({"messages": [{"role": "user", "content": "x"}]})");
+  body["messages"][0]["role"] = std::string(63, 'a') + "\xc3\xa9" + std::string(100, 'b');
+  try {
+    parse_chat_request(body);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "messages[0].role");
+    EXPECT_NE(std::string(e.what()).find("got \"" + std::string(63, 'a') + "...\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(OpenAIRequest, Body) {
   EXPECT_TRUE(parse_json_body(R"({"a": "é"})").is_object());
   auto expect_code = [](std::string body, const std::string& code) {

@@ -201,10 +201,10 @@ TEST_F(ServerHttp, ChatTemplateGetsToolsAndRaises) {
   EXPECT_EQ(p.json["usage"]["prompt_tokens"], plain.json["usage"]["prompt_tokens"]);
 
   Json bad = base;
-  bad["messages"][0]["role"] = "forbidden";
+  bad["messages"][0]["content"] = "forbidden";
   HttpResult e = post(port(), "/v1/chat/completions", bad);
   EXPECT_EQ(e.status, 400);
-  EXPECT_EQ(e.json["error"]["message"], "the role forbidden is not allowed");
+  EXPECT_EQ(e.json["error"]["message"], "the content forbidden is not allowed");
   EXPECT_EQ(e.json["error"]["code"], "chat_template_error");
 }
 

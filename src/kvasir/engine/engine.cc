@@ -17,10 +17,23 @@
 #include "kvasir/model/model.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
+#include "kvasir/util/log.h"
 #include "kvasir/util/thread_pool.h"
 #include "kvasir/util/timer.h"
 
 namespace kvasir {
+
+namespace {
+
+// The KV pressure warning (update_stats): logged when usage crosses cfg.kv_warn_ratio, repeated
+// at most once per kKvWarnIntervalS while usage stays above it, and followed by one info line
+// when usage falls back below kKvWarnHysteresis * kv_warn_ratio. Under load usage swings across
+// the threshold many times a second as sequences finish and new ones start, so crossings within
+// the interval of the last warning are counted and reported with the next one, not logged each.
+constexpr double kKvWarnIntervalS = 30.0;
+constexpr double kKvWarnHysteresis = 0.9;
+
+}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -57,7 +70,11 @@ struct Engine::Impl {
   bool busy = false;
   EngineStats stats;  // guarded by mu
   std::function<void(const EngineStats&)> observer;
-  bool warned_pressure = false;
+  // KV pressure warning state (engine thread only; see kKvWarnIntervalS).
+  bool kv_pressure = false;            // above kv_warn_ratio and not yet back below the hysteresis
+  bool kv_pressure_logged = false;     // a warning was logged during the current pressure episode
+  double kv_last_warn = 0;             // now_seconds() of the last warning (0: never)
+  uint64_t kv_unlogged_crossings = 0;  // crossings since the last warning that were not logged
 
   // Per-step scratch (reused: no allocation in steady state once sized).
   std::vector<ScheduledSeq> scheduled;
@@ -269,6 +286,9 @@ void Engine::Impl::append_token(Sequence* s, const SampleResult& sr, double now)
 }
 
 void Engine::Impl::update_stats() {
+  enum class KvLog { kNone, kCrossed, kStillAbove, kRecovered };
+  KvLog kv_log = KvLog::kNone;
+  uint64_t unlogged = 0;
   std::function<void(const EngineStats&)> obs;
   EngineStats copy;
   {
@@ -279,17 +299,46 @@ void Engine::Impl::update_stats() {
     stats.kv_usage = kv.usage();
     stats.prefix_queries = sched.prefix_queries();
     stats.prefix_hits = sched.prefix_hits();
+    if (stats.kv_usage >= cfg.kv_warn_ratio) {
+      const bool crossed = !kv_pressure;
+      kv_pressure = true;
+      const double now = now_seconds();
+      if (kv_last_warn == 0 || now - kv_last_warn >= kKvWarnIntervalS) {
+        kv_log = crossed ? KvLog::kCrossed : KvLog::kStillAbove;
+        unlogged = kv_unlogged_crossings;
+        kv_unlogged_crossings = 0;
+        kv_last_warn = now;
+        kv_pressure_logged = true;
+        stats.kv_pressure_warnings++;
+      } else if (crossed) {
+        kv_unlogged_crossings++;
+      }
+    } else if (kv_pressure && stats.kv_usage < cfg.kv_warn_ratio * kKvWarnHysteresis) {
+      kv_pressure = false;
+      if (kv_pressure_logged) kv_log = KvLog::kRecovered;
+      kv_pressure_logged = false;
+    }
     obs = observer;
     copy = stats;
   }
-  if (copy.kv_usage >= cfg.kv_warn_ratio && !warned_pressure) {
-    warned_pressure = true;
-    std::fprintf(stderr,
-                 "kvasir: warning: KV cache usage %.0f%% (>= %.0f%%): new requests wait and "
-                 "running ones may be preempted\n",
-                 copy.kv_usage * 100, cfg.kv_warn_ratio * 100);
-  } else if (copy.kv_usage < cfg.kv_warn_ratio * 0.9) {
-    warned_pressure = false;
+  const double pct = copy.kv_usage * 100, warn_pct = cfg.kv_warn_ratio * 100;
+  switch (kv_log) {
+    case KvLog::kCrossed:
+    case KvLog::kStillAbove:
+      log::warn(
+          "KV cache usage {}{:.0f}% (>= {:.0f}%): new requests wait and running ones may be "
+          "preempted{}",
+          kv_log == KvLog::kStillAbove ? "still " : "", pct, warn_pct,
+          unlogged > 0 ? fmt::format(" (it crossed {:.0f}% {} more times since the last warning)",
+                                     warn_pct, unlogged)
+                       : std::string());
+      break;
+    case KvLog::kRecovered:
+      log::info("KV cache usage back to {:.0f}% (below {:.0f}%)", pct,
+                warn_pct * kKvWarnHysteresis);
+      break;
+    case KvLog::kNone:
+      break;
   }
   if (obs) obs(copy);
 }

@@ -41,7 +41,11 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
 };
 
-// Reads and validates the hyperparameters. Throws kvasir::Error naming the file and key.
+// Reads and validates the hyperparameters. Throws kvasir::Error naming the file and key. Every
+// integer is range-checked before it is narrowed to int (counts and lengths: 1 .. 2^31-1), e.g.
+// "m.gguf: llama.context_length = 4294967295 is out of range (1 .. 2^31-1)"; every float (RMS
+// epsilon, RoPE base, RoPE scaling factors) must be finite and > 0 as a float, and llama3
+// scaling needs high_freq_factor > low_freq_factor.
 ModelConfig read_model_config(const gguf::GGUFFile& file);
 
 // Per-dimension-pair inverse frequencies θ_i (rope_dim/2 entries), scaling applied, without the

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "kvasir/server/api_error.h"
@@ -26,11 +29,17 @@ const Json* get(const Json& body, const char* key) {
   return &*it;
 }
 
-std::optional<double> opt_number(const Json& body, const char* key) {
+// A number that must satisfy `in_range` (checked in double precision, before narrowing to the
+// float SamplingParams holds, so 1e300 is refused rather than turned into inf); `range` says the
+// accepted values in the error ("in [0, 2]").
+std::optional<float> opt_float(const Json& body, const char* key, bool (*in_range)(double),
+                               const char* range) {
   const Json* v = get(body, key);
   if (!v) return std::nullopt;
   if (!v->is_number()) wrong_type(key, "a number", *v);
-  return v->get<double>();
+  const double d = v->get<double>();
+  if (!in_range(d)) bad(key, fmt::format("'{}' must be {}, got {}", key, range, d));
+  return static_cast<float>(d);
 }
 
 // An integer (a float with an integral value is accepted, as JSON does not distinguish them).
@@ -76,20 +85,59 @@ std::optional<std::string> opt_string(const Json& body, const char* key) {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
+// seed: OpenAI takes any integer, llama-server reads -1 as "pick a random seed" (and many clients
+// send -1 meaning just that). The sampler's seed is a uint64, so every value in [0, 2^64-1] is
+// used exactly as given, -1 means no seed (random, as if absent), and other negative values are
+// refused rather than wrapped around to huge unsigned seeds.
+std::optional<uint64_t> parse_seed(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  const int64_t s = as_int(v, "seed");
+  if (s == -1) return std::nullopt;
+  if (s < 0)
+    bad("seed", fmt::format("'seed' must be an integer in [0, 2^64-1], or -1 for a random seed, "
+                            "got {}",
+                            s));
+  return static_cast<uint64_t>(s);
+}
+
 // Fields shared by both endpoints.
 GenerationOptions parse_common(const Json& body, bool chat) {
   GenerationOptions o;
   SamplingParams& sp = o.sampling;
   o.model = opt_string(body, "model");
-  if (auto v = opt_number(body, "temperature")) sp.temperature = static_cast<float>(*v);
-  if (auto v = opt_number(body, "top_p")) sp.top_p = static_cast<float>(*v);
+  // Ranges are OpenAI's documented ones where OpenAI has the field, else vLLM's; each check is
+  // written so that NaN fails it.
+  // temperature: OpenAI documents [0, 2] and answers 400 above 2. vLLM only requires >= 0 and
+  // llama-server checks nothing (a negative value means greedy there); we follow OpenAI, whose
+  // API we serve, as values above 2 only flatten the distribution towards uniform noise and a
+  // client sending 1e10 has a bug we should report rather than hide.
+  if (auto v = opt_float(
+          body, "temperature", [](double x) { return x >= 0 && x <= 2; }, "in [0, 2]"))
+    sp.temperature = *v;
+  // top_p: OpenAI documents 0..1; 0 would keep no token, so (0, 1] as vLLM.
+  if (auto v = opt_float(
+          body, "top_p", [](double x) { return x > 0 && x <= 1; }, "in (0, 1]"))
+    sp.top_p = *v;
+  // top_k (vLLM): -1 or 0 = off, else a count.
   if (auto v = opt_int(body, "top_k")) sp.top_k = to_int32(*v, "top_k", -1, kInt32Max);
-  if (auto v = opt_number(body, "min_p")) sp.min_p = static_cast<float>(*v);
-  if (auto v = opt_number(body, "presence_penalty")) sp.presence_penalty = static_cast<float>(*v);
-  if (auto v = opt_number(body, "frequency_penalty")) sp.frequency_penalty = static_cast<float>(*v);
-  if (auto v = opt_number(body, "repetition_penalty"))
-    sp.repetition_penalty = static_cast<float>(*v);
-  if (auto v = opt_int(body, "seed")) sp.seed = static_cast<uint64_t>(*v);
+  // min_p (vLLM): [0, 1].
+  if (auto v = opt_float(
+          body, "min_p", [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]"))
+    sp.min_p = *v;
+  // presence_penalty, frequency_penalty: OpenAI's [-2, 2].
+  if (auto v = opt_float(
+          body, "presence_penalty", [](double x) { return x >= -2 && x <= 2; }, "in [-2, 2]"))
+    sp.presence_penalty = *v;
+  if (auto v = opt_float(
+          body, "frequency_penalty", [](double x) { return x >= -2 && x <= 2; }, "in [-2, 2]"))
+    sp.frequency_penalty = *v;
+  // repetition_penalty (vLLM): > 0 (1 = off), finite as a float.
+  if (auto v = opt_float(
+          body, "repetition_penalty",
+          [](double x) { return x > 0 && x <= std::numeric_limits<float>::max(); },
+          "a finite number > 0 (1 = off)"))
+    sp.repetition_penalty = *v;
+  if (const Json* v = get(body, "seed")) sp.seed = parse_seed(*v);
 
   std::optional<int64_t> max_tokens = opt_int(body, "max_tokens");
   const char* max_name = "max_tokens";
@@ -143,9 +191,15 @@ GenerationOptions parse_common(const Json& body, bool chat) {
       }
       if (used == 0 || used != key.size() || id < 0 || id > kInt32Max)
         bad("logit_bias", fmt::format("'logit_bias' keys must be token ids, got '{}'", key));
-      if (!it.value().is_number())
-        wrong_type(fmt::format("logit_bias[{}]", key), "a number", it.value());
-      sp.logit_bias[static_cast<int32_t>(id)] = it.value().get<float>();
+      const std::string field = fmt::format("logit_bias[{}]", key);
+      if (!it.value().is_number()) wrong_type(field, "a number", it.value());
+      // OpenAI's range.
+      const double b = it.value().get<double>();
+      const double lim = SamplingParams::kMaxLogitBias;
+      // param is "logit_bias", as for the vocabulary check the server does later.
+      if (!(b >= -lim && b <= lim))
+        bad("logit_bias", fmt::format("'{}' must be in [-{}, {}], got {}", field, lim, lim, b));
+      sp.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(b);
     }
   }
 
@@ -204,6 +258,25 @@ std::vector<PromptInput> parse_prompt(const Json& body) {
   return out;
 }
 
+// OpenAI's message roles, and "function" (the legacy function-calling role). Templates are
+// written for these; anything else is refused here rather than rendered into a prompt the model
+// was never trained on.
+constexpr std::array<std::string_view, 6> kRoles = {"system", "user",      "assistant",
+                                                    "tool",   "developer", "function"};
+
+void check_role(const std::string& role, const std::string& msg_field) {
+  for (std::string_view r : kRoles)
+    if (role == r) return;
+  // Quote at most 64 bytes of the role, cut at a UTF-8 character boundary.
+  size_t n = std::min<size_t>(role.size(), 64);
+  while (n > 0 && n < role.size() && (static_cast<unsigned char>(role[n]) & 0xC0) == 0x80) --n;
+  const std::string shown = role.substr(0, n) + (n < role.size() ? "..." : "");
+  bad(msg_field + ".role",
+      fmt::format("'{}.role' must be one of system, user, assistant, tool, developer, function; "
+                  "got \"{}\"",
+                  msg_field, shown));
+}
+
 // A message's content: a string, null, or a list of {"type": "text", "text": ...} parts, which
 // are joined with newlines (as vLLM does for templates that expect strings).
 Json normalize_content(const Json& content, size_t i) {
@@ -230,6 +303,138 @@ Json normalize_content(const Json& content, size_t i) {
   return text;
 }
 
+// Builds the parsed body for nlohmann's SAX parser, in time linear in the body's size.
+//
+// nlohmann's own DOM builders are not linear: with a parser_callback (the obvious way to limit
+// depth), every closed object or array makes the builder scan its whole parent container for
+// discarded values (quadratic in the number of elements of a container of objects: 320k `{}` in
+// one array took 17.5 s); and without one, ordered_json's ordered_map inserts each key after a
+// linear search for it (quadratic in the keys of one object: a 1 MB logit_bias took minutes).
+// This builder keeps the same results (key order of first appearance, the last value of a
+// duplicate key wins, as nlohmann does) with a small hash index per large object, and limits the
+// nesting as each container opens: at most kMaxJsonDepth nested arrays and objects.
+class BodyBuilder {
+ public:
+  explicit BodyBuilder(Json& root) : root_(root) {}
+
+  bool null() { return put(nullptr); }
+  bool boolean(bool v) { return put(v); }
+  bool number_integer(Json::number_integer_t v) { return put(v); }
+  bool number_unsigned(Json::number_unsigned_t v) { return put(v); }
+  bool number_float(Json::number_float_t v, const Json::string_t&) { return put(v); }
+  bool string(Json::string_t& v) { return put(std::move(v)); }
+  bool binary(Json::binary_t& v) { return put(Json::binary(std::move(v))); }
+  bool start_object(std::size_t) { return open(Json::object()); }
+  bool start_array(std::size_t) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(Json::string_t& k) {
+    Frame& f = stack_.back();
+    Entries& obj = f.container->get_ref<Json::object_t&>();
+    if (obj.size() < kLinearKeys) {
+      for (auto& [name, value] : obj) {
+        if (name == k) {
+          slot_ = &value;
+          return true;
+        }
+      }
+    } else {
+      if (f.index.size() < 2 * (obj.size() + 1)) reindex(f, obj);
+      const size_t mask = f.index.size() - 1;
+      for (size_t i = hash(k) & mask;; i = (i + 1) & mask) {
+        const size_t e = f.index[i];
+        if (e == 0) {
+          f.index[i] = obj.size() + 1;
+          break;
+        }
+        if (obj[e - 1].first == k) {
+          slot_ = &obj[e - 1].second;
+          return true;
+        }
+      }
+    }
+    // Appended without ordered_map's own (linear) search: the key is known to be new.
+    obj.emplace_back(std::move(k), nullptr);
+    slot_ = &obj.back().second;
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  // The vector under ordered_json's object type.
+  using Entries = Json::object_t::Container;
+  // Objects with fewer keys are searched linearly; larger ones get a hash index.
+  static constexpr size_t kLinearKeys = 16;
+
+  struct Frame {
+    Json* container;
+    // Open addressing over the object's entries: 0 = empty, i + 1 = entry i. At most half full.
+    std::vector<size_t> index;
+  };
+
+  static size_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+
+  static void reindex(Frame& f, const Entries& obj) {
+    size_t cap = 64;
+    while (cap < 4 * (obj.size() + 1)) cap *= 2;
+    f.index.assign(cap, 0);
+    for (size_t e = 0; e < obj.size(); ++e) {
+      size_t i = hash(obj[e].first) & (cap - 1);
+      while (f.index[i] != 0) i = (i + 1) & (cap - 1);
+      f.index[i] = e + 1;
+    }
+  }
+
+  // Stores a value where the parser is: the root, the end of the open array, or the slot of the
+  // key just read. Pointers to open containers stay valid: an open container is the last value
+  // added to its parent, which grows again only after it closes.
+  template <class V>
+  Json* place(V&& v) {
+    if (stack_.empty()) {
+      root_ = Json(std::forward<V>(v));
+      return &root_;
+    }
+    Json* top = stack_.back().container;
+    if (top->is_array()) {
+      Json::array_t& a = top->get_ref<Json::array_t&>();
+      a.emplace_back(std::forward<V>(v));
+      return &a.back();
+    }
+    *slot_ = Json(std::forward<V>(v));
+    return slot_;
+  }
+  template <class V>
+  bool put(V&& v) {
+    place(std::forward<V>(v));
+    return true;
+  }
+  bool open(Json container) {
+    // Deep documents would make later recursive walks (the chat template's tojson,
+    // serialization) use unbounded stack.
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth))
+      throw ApiError::bad_request(
+          fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth), {},
+          "invalid_json");
+    stack_.push_back({place(std::move(container)), {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  Json& root_;
+  Json* slot_ = nullptr;
+  std::vector<Frame> stack_;
+  std::string error_;
+};
+
 }  // namespace
 
 std::string json_type_name(const Json& v) {
@@ -249,20 +454,16 @@ Json parse_json_body(std::string_view body) {
                     static_cast<unsigned>(static_cast<unsigned char>(body[*bad_at])), *bad_at),
         {}, "invalid_utf8");
   Json j;
-  // Nesting is bounded: deep documents would make later recursive walks (the chat template's
-  // tojson, serialization) use unbounded stack.
-  Json::parser_callback_t limit_depth = [](int depth, Json::parse_event_t, Json&) {
-    if (depth > kMaxJsonDepth)
-      throw ApiError::bad_request(
-          fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth), {},
-          "invalid_json");
-    return true;
-  };
+  BodyBuilder builder(j);
+  bool ok = false;
   try {
-    j = Json::parse(body.begin(), body.end(), limit_depth);
+    ok = Json::sax_parse(body.begin(), body.end(), &builder);
   } catch (const nlohmann::json::exception& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
-    std::string what = e.what();
+    builder.parse_error(0, {}, e);
+  }
+  if (!ok) {
+    // The message is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+    std::string what = builder.error();
     if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     throw ApiError::bad_request("the request body is not valid JSON: " + what, {}, "invalid_json");
   }
@@ -306,6 +507,7 @@ ChatRequest parse_chat_request(const Json& body) {
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       bad(f + ".role", fmt::format("'{}.role' is required and must be a string", f));
+    check_role(role->get_ref<const std::string&>(), f);
     Json msg = m;
     auto content = m.find("content");
     if (content != m.end()) msg["content"] = normalize_content(*content, i);

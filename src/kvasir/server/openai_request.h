@@ -1,12 +1,17 @@
 // Parsing of OpenAI request bodies into what the server submits to the engine.
 //
-// parse_json_body() checks the body is UTF-8 and a JSON object. parse_completion_request() and
-// parse_chat_request() check every field they know for its JSON type and simple ranges, and map
-// it to SamplingParams (OpenAI / vLLM names: max_tokens, max_completion_tokens, temperature,
-// top_p, top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty, seed, stop, n,
-// logprobs, top_logprobs, logit_bias, stop_token_ids, ignore_eos, stream, stream_options). A null
-// value means "absent". Unknown fields are ignored. Every problem is an ApiError (400) naming the
-// field in `param`. Ranges that need the model (vocabulary size, context) are checked later by
+// parse_json_body() checks the body is UTF-8 and a JSON object, in time linear in its size.
+// parse_completion_request() and parse_chat_request() check every field they know for its JSON
+// type and range, and map it to SamplingParams (OpenAI / vLLM names: max_tokens,
+// max_completion_tokens, temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty,
+// repetition_penalty, seed, stop, n, logprobs, top_logprobs, logit_bias, stop_token_ids,
+// ignore_eos, stream, stream_options). A null value means "absent". Unknown fields are ignored.
+// Every problem is an ApiError (400) naming the field in `param`. Ranges (OpenAI's where OpenAI
+// has the field, else vLLM's): temperature [0, 2], top_p (0, 1], top_k -1 or >= 0, min_p [0, 1],
+// presence_penalty and frequency_penalty [-2, 2], repetition_penalty > 0, logit_bias values
+// [-100, 100], n 1..kMaxChoices, logprobs and top_logprobs 0..20, max_tokens >= 1, seed
+// 0..2^64-1 or -1 (= random, as llama-server). Chat message roles: system, user, assistant, tool,
+// developer, function. Ranges that need the model (vocabulary size, context) are checked later by
 // the server with SamplingParams::validate and the tokenized prompt.
 #pragma once
 
@@ -25,7 +30,8 @@ using Json = nlohmann::ordered_json;
 
 // The most choices one request may ask for (n, times the number of prompts).
 inline constexpr int kMaxChoices = 128;
-// The deepest JSON nesting a request body may have.
+// The deepest JSON nesting a request body may have: at most this many arrays and objects open at
+// once (`[[1]]` nests 2 deep).
 inline constexpr int kMaxJsonDepth = 128;
 
 struct GenerationOptions {
