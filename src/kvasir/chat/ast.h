@@ -49,6 +49,9 @@ struct Expr : Node {
   explicit Expr(ExprKind k) : kind(k) {}
   virtual ~Expr() = default;
   ExprKind kind;
+  // Levels of the subtree rooted here (a leaf is 1), set by the parser, which refuses
+  // expressions higher than kMaxExprDepth so that walks over the tree stay shallow.
+  int height = 1;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 

@@ -1,5 +1,8 @@
 #include "kvasir/chat/chat_template.h"
 
+#include <new>
+#include <stdexcept>
+
 #include "kvasir/chat/interpreter.h"
 #include "kvasir/chat/json_value.h"
 #include "kvasir/chat/parser.h"
@@ -11,9 +14,29 @@ struct Template {
   Body body;
 };
 
+namespace {
+
+// The last line of defence of "a hostile template fails with a TemplateError": the limits are
+// meant to stop every runaway allocation before it happens, but should one slip through (or a
+// library call throw), the caller still gets a TemplateError rather than a foreign exception.
+template <class F>
+auto guarded(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const TemplateError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw TemplateError(ErrorKind::Limit, std::string(what) + " ran out of memory");
+  } catch (const std::exception& e) {
+    throw TemplateError(ErrorKind::Runtime, std::string(what) + " failed: " + e.what());
+  }
+}
+
+}  // namespace
+
 ChatTemplate ChatTemplate::parse(std::string source) {
   auto t = std::make_shared<Template>();
-  t->body = parse_template(source);
+  t->body = guarded("parsing the template", [&] { return parse_template(source); });
   t->source = std::move(source);
   return ChatTemplate(std::move(t));
 }
@@ -27,9 +50,11 @@ std::string ChatTemplate::render(const Json& context, const RenderOptions& optio
     throw TemplateError(ErrorKind::Type,
                         std::string("the template context must be a JSON object, got ") +
                             std::string(context.type_name()));
-  Value ctx = from_json(context);
-  Interpreter in(options);
-  return in.render(t_->body, ctx);
+  return guarded("rendering the template", [&] {
+    Value ctx = from_json(context);
+    Interpreter in(options);
+    return in.render(t_->body, ctx);
+  });
 }
 
 Json chat_context(const Json& messages, bool add_generation_prompt, const std::string& bos,

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "kvasir/chat/error.h"
+#include "kvasir/chat/limits.h"
 
 namespace kvasir::chat {
 
@@ -38,9 +39,13 @@ struct RenderOptions {
   // Time strftime_now() formats, as Unix seconds rendered in UTC. When unset: the environment
   // variable KVASIR_TEMPLATE_NOW (Unix seconds, UTC) if set, else the current local time.
   std::optional<int64_t> now;
-  size_t max_output_bytes = size_t{16} << 20;  // the prompt, and any string built on the way
-  size_t max_steps = 5'000'000;                // evaluation steps (+ bytes built / 16); ~1 s of CPU
-  int max_depth = 600;                         // nested evaluation frames (macro recursion etc.)
+  // The prompt, and any string built on the way; also the largest format width or precision,
+  // padding width or repetition a template may ask for (see limits.h).
+  size_t max_output_bytes = kDefaultMaxOutputBytes;
+  // Evaluation steps (+ bytes built / 16, + bytes scanned / 64, + items visited); ~1 s of CPU.
+  // Also the most items one list may be built with.
+  size_t max_steps = kDefaultMaxSteps;
+  int max_depth = kDefaultMaxDepth;  // nested evaluation frames (macro recursion etc.)
 };
 
 struct Template;

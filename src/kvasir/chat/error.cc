@@ -1,5 +1,7 @@
 #include "kvasir/chat/error.h"
 
+#include "kvasir/chat/limits.h"
+
 namespace kvasir::chat {
 
 const char* error_kind_name(ErrorKind kind) {
@@ -62,6 +64,10 @@ TemplateError::TemplateError(ErrorKind kind, std::string message, int line, int 
 
 void raise(ErrorKind kind, std::string message) {
   throw TemplateError(kind, std::move(message));
+}
+
+void check_limit(std::string_view what, uint64_t n, uint64_t limit) {
+  if (n > limit) raise(ErrorKind::Limit, "{} {} exceeds the limit of {}", what, n, limit);
 }
 
 }  // namespace kvasir::chat

@@ -2,6 +2,7 @@
 // Jinja2 3.1, plus Hugging Face's `tojson`.
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <unordered_set>
@@ -33,9 +34,12 @@ struct AttrGetter {
         size_t dot = s.find('.', start);
         std::string part =
             s.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-        if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-          parts.push_back(Value::integer(std::stoll(part)));
-        } else {
+        int64_t index = 0;
+        auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+        if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) &&
+            ec == std::errc() && end == part.data() + part.size()) {
+          parts.push_back(Value::integer(index));
+        } else {  // a number too large for an index finds nothing, as in Jinja2
           parts.push_back(Value::string(part));
         }
         if (dot == std::string::npos) break;
@@ -97,8 +101,11 @@ Value f_batch(Interpreter& in, const Value& v, Args& a) {
     cur.push_back(item);
   }
   if (!cur.empty()) {
-    if (p[1] && !p[1]->is_none())
+    if (p[1] && !p[1]->is_none()) {
+      in.check_items("batch size", n);
+      in.charge(n - cur.size());
       while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*p[1]);
+    }
     out.push_back(make_list(std::move(cur)));
   }
   return make_generator(in, std::move(out));
@@ -112,7 +119,7 @@ Value f_capitalize(Interpreter& in, const Value& v, Args& a) {
 Value f_center(Interpreter& in, const Value& v, Args& a) {
   auto p = bind_args("center", a, {"width"});
   int64_t width = arg_int(p[0], 80, "width");
-  in.check_size(static_cast<size_t>(std::max<int64_t>(width, 0)));
+  in.check_bytes("center width", std::max<int64_t>(width, 0));
   return like(in, v, py_pad(to_str(v), width, '^', " "));
 }
 
@@ -283,9 +290,10 @@ Value f_format(Interpreter& in, const Value& v, Args& a) {
   if (!a.kw.empty()) {
     auto d = std::make_shared<DictData>();
     for (const auto& [k, x] : a.kw) d->set(Value::string(k), x);
-    return like(in, v, percent_format(to_str(v), Value::dict(std::move(d)), v.is_markup()));
+    return like(
+        in, v, percent_format(to_str(v), Value::dict(std::move(d)), v.is_markup(), in.max_bytes()));
   }
-  return like(in, v, percent_format(to_str(v), make_tuple(a.pos), v.is_markup()));
+  return like(in, v, percent_format(to_str(v), make_tuple(a.pos), v.is_markup(), in.max_bytes()));
 }
 
 Value f_groupby(Interpreter& in, const Value& v, Args& a) {
@@ -324,7 +332,7 @@ Value f_indent(Interpreter& in, const Value& v, Args& a) {
     indention = p[0]->str();
   } else {
     int64_t w = arg_int(p[0], 4, "width");
-    in.check_size(static_cast<size_t>(std::max<int64_t>(w, 0)));
+    in.check_bytes("indent width", std::max<int64_t>(w, 0));
     indention.assign(static_cast<size_t>(std::max<int64_t>(w, 0)), ' ');
   }
   std::string s = to_str(v) + "\n";
@@ -491,7 +499,8 @@ Value f_rejectattr(Interpreter& in, const Value& v, Args& a) {
 
 Value f_replace(Interpreter& in, const Value& v, Args& a) {
   auto p = bind_args("replace", a, {"old", "new", "count"}, 2);
-  std::string out = py_replace(to_str(v), to_str(*p[0]), to_str(*p[1]), arg_int(p[2], -1, "count"));
+  std::string out = py_replace(to_str(v), to_str(*p[0]), to_str(*p[1]), arg_int(p[2], -1, "count"),
+                               in.max_bytes());
   return in.make_string(std::move(out));
 }
 
@@ -551,6 +560,7 @@ Value f_slice(Interpreter& in, const Value& v, Args& a) {
   auto p = bind_args("slice", a, {"slices", "fill_with"}, 1);
   int64_t slices = arg_int(p[0], 1, "slices");
   if (slices <= 0) raise(ErrorKind::ZeroDivision, "integer division or modulo by zero");
+  in.check_items("slice count", slices);
   std::vector<Value> seq = iterate(v);
   auto length = static_cast<int64_t>(seq.size());
   int64_t per = length / slices, extra = length % slices, offset = 0;
@@ -627,7 +637,7 @@ Value f_striptags(Interpreter& in, const Value& v, Args& a) {
   static const std::pair<const char*, const char*> kEntities[] = {{"&lt;", "<"},    {"&gt;", ">"},
                                                                   {"&quot;", "\""}, {"&#34;", "\""},
                                                                   {"&#39;", "'"},   {"&amp;", "&"}};
-  for (const auto& [e, r] : kEntities) joined = py_replace(joined, e, r, -1);
+  for (const auto& [e, r] : kEntities) joined = py_replace(joined, e, r, -1, in.max_bytes());
   return in.make_string(std::move(joined));
 }
 

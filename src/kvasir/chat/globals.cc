@@ -1,5 +1,6 @@
 // The global functions of Hugging Face's template environment: range (sandbox-limited), dict,
 // namespace, cycler, joiner, raise_exception and strftime_now.
+#include <algorithm>
 #include <ctime>
 
 #include "kvasir/chat/builtin_support.h"
@@ -170,14 +171,20 @@ Value g_strftime_now(Interpreter& in, const Value&, CallArgs& a) {
   const std::string& fmt = p[0]->str();
   if (fmt.empty()) return Value::string("");
   std::tm tm = in.now();
-  std::string buf(fmt.size() * 4 + 64, '\0');
+  // strftime says neither how long its output is nor whether 0 means "empty" or "too small a
+  // buffer": grow the buffer, but never past the output limit.
+  const size_t cap = in.max_bytes() + 1;
+  size_t size = std::min(fmt.size() * 4 + 64, cap);
+  std::string buf;
   for (int tries = 0; tries < 6; ++tries) {
+    buf.assign(size, '\0');
     size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
     if (n > 0) {
       buf.resize(n);
       return in.make_string(std::move(buf));
     }
-    buf.assign(buf.size() * 4, '\0');
+    if (size == cap) in.check_bytes("strftime_now result size", cap);
+    size = std::min(size * 4, cap);
   }
   return Value::string("");
 }

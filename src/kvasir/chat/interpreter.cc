@@ -7,6 +7,7 @@
 
 #include "kvasir/chat/builtins.h"
 #include "kvasir/chat/py_format.h"
+#include "kvasir/chat/py_str.h"
 #include "kvasir/chat/unicode.h"
 
 namespace kvasir::chat {
@@ -242,6 +243,7 @@ Interpreter::~Interpreter() {
 }
 
 std::string Interpreter::render(const Body& body, const Value& context) {
+  RenderBudget::Installed budget(this);
   scope_ = std::make_shared<Scope>();
   for (const auto& [k, v] : context.dict().entries()) scope_->vars[k.str()] = v;
   std::string out;
@@ -252,14 +254,33 @@ std::string Interpreter::render(const Body& body, const Value& context) {
 }
 
 void Interpreter::charge(size_t steps) {
-  steps_ += steps;
-  if (steps_ > opts_.max_steps)
+  if (steps > opts_.max_steps - std::min(steps_, opts_.max_steps)) {
+    steps_ = opts_.max_steps + 1;  // saturate: a huge charge must not wrap around
     raise(ErrorKind::Limit, "rendering took more than {} steps", opts_.max_steps);
+  }
+  steps_ += steps;
 }
 
 void Interpreter::check_size(size_t bytes) const {
   if (bytes > opts_.max_output_bytes)
     raise(ErrorKind::Limit, "output larger than {} bytes", opts_.max_output_bytes);
+}
+
+void Interpreter::check_bytes(std::string_view what, uint64_t bytes) const {
+  check_limit(what, bytes, opts_.max_output_bytes);
+}
+
+void Interpreter::check_items(std::string_view what, uint64_t items) const {
+  check_limit(what, items, opts_.max_steps);
+}
+
+void Interpreter::charge_operands(const Value& input, const CallArgs& args) {
+  size_t bytes = input.is_string() ? input.str().size() : 0;
+  for (const Value& v : args.pos)
+    if (v.is_string()) bytes += v.str().size();
+  for (const auto& kv : args.kw)
+    if (kv.second.is_string()) bytes += kv.second.str().size();
+  charge_scan(bytes);
 }
 
 Value Interpreter::make_string(std::string s) {
@@ -677,6 +698,7 @@ Value Interpreter::eval_inner(const Expr& e) {
       Value input = f.operand ? eval(*f.operand) : Value();
       CallArgs args = eval_args(f.args);
       if (!f.fn) raise(ErrorKind::Runtime, "No filter named {} found.", repr_string(f.name));
+      charge_operands(input, args);
       return f.fn(*this, input, args);
     }
     case ExprKind::Test: {
@@ -691,11 +713,14 @@ Value Interpreter::eval_inner(const Expr& e) {
 }
 
 Value Interpreter::eval_filter_chain(const Expr* filter, const Value& input) {
+  DepthGuard guard(*this);
+  charge(1);
   const auto& f = static_cast<const FilterExpr&>(*filter);
   Value v = f.operand ? eval_filter_chain(f.operand.get(), input) : input;
   CallArgs args = eval_args(f.args);
   try {
     if (!f.fn) raise(ErrorKind::Runtime, "No filter named {} found.", repr_string(f.name));
+    charge_operands(v, args);
     return f.fn(*this, v, args);
   } catch (const TemplateError& err) {
     if (err.line() == 0) throw err.located(f.line, f.column);
@@ -778,6 +803,7 @@ Value Interpreter::eval_slice(const Value& obj, const SliceExpr& s) {
   std::u32string chars;
   int64_t len;
   if (obj.is_string()) {
+    charge_scan(obj.str().size());
     chars = unicode::decode(obj.str());
     len = static_cast<int64_t>(chars.size());
   } else {
@@ -795,13 +821,14 @@ Value Interpreter::eval_slice(const Value& obj, const SliceExpr& s) {
     return x;
   };
   int64_t a = adjust(get(start), true), b = adjust(get(stop), false);
+  // The slice's length, charged before its indices are built.
+  __int128 count = 0;
+  if (st > 0 && b > a) count = ((__int128)b - a + st - 1) / st;
+  if (st < 0 && a > b) count = ((__int128)a - b - st - 1) / -(__int128)st;
+  charge(static_cast<size_t>(count));
   std::vector<int64_t> idx;
-  if (st > 0) {
-    for (int64_t i = a; i < b; i += st) idx.push_back(i);
-  } else {
-    for (int64_t i = a; i > b; i += st) idx.push_back(i);
-  }
-  charge(idx.size());
+  idx.reserve(static_cast<size_t>(count));
+  for (__int128 k = 0; k < count; ++k) idx.push_back(static_cast<int64_t>(a + k * st));
   if (obj.is_string()) {
     std::u32string out;
     for (int64_t i : idx) out.push_back(chars[i]);
@@ -876,6 +903,7 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
     }
     case Value::Kind::String:
       if (key.is_integral()) {
+        charge_scan(obj.str().size());
         std::u32string chars = unicode::decode(obj.str());
         int64_t i = key.as_int();
         auto n = static_cast<int64_t>(chars.size());
@@ -898,12 +926,15 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
 Value Interpreter::apply_filter(std::string_view name, const Value& input, CallArgs& args) {
   FilterFn fn = find_filter(name);
   if (!fn) raise(ErrorKind::Runtime, "No filter named {}.", repr_string(name));
+  charge(1);
+  charge_operands(input, args);
   return fn(*this, input, args);
 }
 
 bool Interpreter::apply_test(std::string_view name, const Value& input, CallArgs& args) {
   TestFn fn = find_test(name);
   if (!fn) raise(ErrorKind::Runtime, "No test named {}.", repr_string(name));
+  charge(1);
   return fn(*this, input, args);
 }
 
@@ -915,9 +946,11 @@ bool Interpreter::contains(const Value& container, const Value& item) {
       if (!item.is_string())
         raise(ErrorKind::Type, "'in <string>' requires string as left operand, not {}",
               type_name(item));
-      return container.str().find(item.str()) != std::string::npos;
+      charge_scan(container.str().size() + item.str().size());
+      return Searcher(item.str()).find(container.str()) != std::string::npos;
     case Value::Kind::List:
       if (container.list().flavor == ListFlavor::DictItems && !item.is_list()) return false;
+      charge(container.list().items.size());
       for (const Value& v : container.list().items)
         if (equals(v, item)) return true;
       return false;
@@ -925,6 +958,7 @@ bool Interpreter::contains(const Value& container, const Value& item) {
       return container.dict().find(item) != nullptr;
     case Value::Kind::Object:
       if (auto items = container.object().iterate()) {
+        charge(items->size());
         for (const Value& v : *items)
           if (equals(v, item)) return true;
         return false;
@@ -969,9 +1003,9 @@ Value Interpreter::binary(BinOp op, const Value& a, const Value& b) {
         if (!b.is_list() || b.list().flavor != x.flavor)
           raise(ErrorKind::Type, "can only concatenate {} (not \"{}\") to {}", type_name(a),
                 type_name(b), type_name(a));
+        charge(x.items.size() + b.list().items.size());  // before copying
         std::vector<Value> items = x.items;
         items.insert(items.end(), b.list().items.begin(), b.list().items.end());
-        charge(items.size());
         return make_list(std::move(items), x.flavor);
       }
       unsupported(op, a, b);
@@ -1010,7 +1044,7 @@ Value Interpreter::binary(BinOp op, const Value& a, const Value& b) {
       int64_t n = std::max<int64_t>(0, count->as_int());
       if (seq->is_string()) {
         size_t unit = seq->str().size();
-        if (unit && static_cast<uint64_t>(n) > opts_.max_output_bytes / unit) check_size(SIZE_MAX);
+        check_bytes("string repetition size", saturating_mul(unit, n));
         std::string s;
         s.reserve(unit * n);
         for (int64_t i = 0; i < n; ++i) s += seq->str();
@@ -1021,8 +1055,7 @@ Value Interpreter::binary(BinOp op, const Value& a, const Value& b) {
         return make_string(std::move(s));
       }
       const ListData& l = seq->list();
-      if (!l.items.empty() && static_cast<uint64_t>(n) > opts_.max_steps / l.items.size())
-        charge(opts_.max_steps);
+      check_items("list repetition length", saturating_mul(l.items.size(), n));
       charge(l.items.size() * n);
       std::vector<Value> items;
       items.reserve(l.items.size() * n);
@@ -1050,7 +1083,8 @@ Value Interpreter::binary(BinOp op, const Value& a, const Value& b) {
     }
     case BinOp::Mod: {
       if (a.is_string()) {
-        std::string r = percent_format(a.str(), b, a.is_markup());
+        charge_scan(a.str().size());
+        std::string r = percent_format(a.str(), b, a.is_markup(), max_bytes());
         if (a.is_markup()) {
           check_size(r.size());
           return Value::markup(std::move(r));

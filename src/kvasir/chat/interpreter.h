@@ -24,7 +24,9 @@ struct Scope {
   std::unordered_map<std::string, Value> vars;
 };
 
-class Interpreter {
+// The interpreter is its render's RenderBudget (value.h): value operations on this thread charge
+// it while render() runs.
+class Interpreter : public RenderBudget {
  public:
   explicit Interpreter(const RenderOptions& options) : opts_(options) {}
   ~Interpreter();
@@ -45,8 +47,16 @@ class Interpreter {
   bool contains(const Value& container, const Value& item);
   // A new string value, checked against the size limit and charged to the work budget.
   Value make_string(std::string s);
-  void check_size(size_t bytes) const;
-  void charge(size_t steps);
+  void check_size(size_t bytes) const override;
+  void charge(size_t steps) override;
+  // Checks an amplification before it allocates (see limits.h): a string of `bytes` bytes
+  // against max_output_bytes, a sequence of `items` items against max_steps. The Limit error
+  // names `what` ("format width", "string repetition size", ...).
+  void check_bytes(std::string_view what, uint64_t bytes) const;
+  void check_items(std::string_view what, uint64_t items) const;
+  size_t max_bytes() const { return opts_.max_output_bytes; }
+  // Charges a builtin call (filter, method) for the strings it reads: its input and arguments.
+  void charge_operands(const Value& input, const CallArgs& args);
   // Registers an object so its references are dropped when the render ends (breaks cycles).
   template <class T>
   std::shared_ptr<T> track(std::shared_ptr<T> obj) {

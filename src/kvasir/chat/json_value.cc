@@ -103,7 +103,10 @@ struct Dumper {
 
   void newline(int level) {
     out += '\n';
-    for (int i = 0; i < level; ++i) out += *o.indent;
+    for (int i = 0; i < level; ++i) {
+      out += *o.indent;
+      check_built_size(out.size());
+    }
   }
 
   // Dict keys become strings the way json.dumps converts them.
@@ -139,6 +142,7 @@ struct Dumper {
         out += float_json(v.as_float());
         return;
       case Value::Kind::String:
+        charge_scan(v.str().size());
         dump_string(out, v.str(), o.ensure_ascii);
         return;
       case Value::Kind::List: {
@@ -149,10 +153,12 @@ struct Dumper {
           return;
         }
         out += '[';
+        charge_work(items.size());
         for (size_t i = 0; i < items.size(); ++i) {
           if (i) out += item_sep;
           if (o.indent) newline(level + 1);
           dump(items[i], level + 1);
+          check_built_size(out.size());
         }
         if (o.indent) newline(level);
         out += ']';
@@ -172,12 +178,14 @@ struct Dumper {
                            [](const auto& a, const auto& b) { return a.first < b.first; });
         }
         out += '{';
+        charge_work(items.size());
         for (size_t i = 0; i < items.size(); ++i) {
           if (i) out += item_sep;
           if (o.indent) newline(level + 1);
           dump_string(out, items[i].first, o.ensure_ascii);
           out += key_sep;
           dump(*items[i].second, level + 1);
+          check_built_size(out.size());
         }
         if (o.indent) newline(level);
         out += '}';

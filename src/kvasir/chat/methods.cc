@@ -81,7 +81,8 @@ Value str_find(const std::string& s, CallArgs& args, const char* name, bool reve
   if (!a[0]->is_string()) raise(ErrorKind::Type, "must be str, not {}", type_name(*a[0]));
   auto [b0, b1] = cp_range(s, a[1], a[2]);
   std::string_view view = std::string_view(s).substr(b0, b1 - b0);
-  size_t p = reverse ? view.rfind(a[0]->str()) : view.find(a[0]->str());
+  Searcher searcher(a[0]->str());
+  size_t p = reverse ? searcher.rfind(view) : searcher.find(view);
   if (p == std::string_view::npos) {
     if (raise_missing) raise(ErrorKind::Value, "substring not found");
     return Value::integer(-1);
@@ -122,7 +123,8 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
     if (!a[0]->is_string() || !a[1]->is_string())
       raise(ErrorKind::Type, "replace() argument must be str, not {}",
             type_name(a[0]->is_string() ? *a[1] : *a[0]));
-    return in.make_string(py_replace(s, a[0]->str(), a[1]->str(), arg_int(a[2], -1, "count")));
+    return in.make_string(
+        py_replace(s, a[0]->str(), a[1]->str(), arg_int(a[2], -1, "count"), in.max_bytes()));
   }
   if (name == "find") return str_find(s, args, n, false, false);
   if (name == "rfind") return str_find(s, args, n, true, false);
@@ -135,8 +137,10 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
     std::string_view view = std::string_view(s).substr(b0, b1 - b0);
     const std::string& sub = a[0]->str();
     if (sub.empty()) return Value::integer(static_cast<int64_t>(unicode::length(view)) + 1);
+    Searcher searcher(sub);
     int64_t c = 0;
-    for (size_t p = view.find(sub); p != std::string_view::npos; p = view.find(sub, p + sub.size()))
+    for (size_t p = searcher.find(view); p != std::string_view::npos;
+         p = searcher.find(view, p + sub.size()))
       ++c;
     return Value::integer(c);
   }
@@ -159,13 +163,13 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
     auto a = bind_args(n, args, {"width", "fillchar"}, 1);
     char align = name == "center" ? '^' : name == "ljust" ? '<' : '>';
     int64_t width = arg_int(a[0], 0, "width");
-    in.check_size(static_cast<size_t>(std::max<int64_t>(width, 0)));
+    in.check_bytes("str." + name + " width", std::max<int64_t>(width, 0));
     return in.make_string(py_pad(s, width, align, arg_str(a[1], " ")));
   }
   if (name == "zfill") {
     auto a = bind_args(n, args, {"width"}, 1);
     int64_t width = arg_int(a[0], 0, "width");
-    in.check_size(static_cast<size_t>(std::max<int64_t>(width, 0)));
+    in.check_bytes("str.zfill width", std::max<int64_t>(width, 0));
     auto len = static_cast<int64_t>(unicode::length(s));
     if (width <= len) return Value::string(s);
     std::string sign, body = s;
@@ -180,7 +184,8 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
     if (!a[0]->is_string()) raise(ErrorKind::Type, "must be str, not {}", type_name(*a[0]));
     const std::string& sep = a[0]->str();
     if (sep.empty()) raise(ErrorKind::Value, "empty separator");
-    size_t p = name == "partition" ? s.find(sep) : s.rfind(sep);
+    Searcher searcher(sep);
+    size_t p = name == "partition" ? searcher.find(s) : searcher.rfind(s);
     std::vector<Value> parts;
     if (p == std::string::npos) {
       if (name == "partition") {
@@ -205,7 +210,7 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
       return Value::string(s.substr(0, s.size() - x.size()));
     return Value::string(s);
   }
-  if (name == "format") return in.make_string(brace_format(s, args));
+  if (name == "format") return in.make_string(brace_format(s, args, false, in.max_bytes()));
   if (name == "expandtabs") {
     auto a = bind_args(n, args, {"tabsize"});
     int64_t tab = arg_int(a[0], 8, "tabsize");
@@ -215,6 +220,7 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
       if (c == '\t') {
         if (tab > 0) {
           size_t add = tab - (col % tab);
+          in.check_bytes("str.expandtabs result size", out.size() + add);
           out.append(add, U' ');
           col += add;
         }
@@ -253,8 +259,10 @@ Value call_str_method(Interpreter& in, const std::string& s, const std::string& 
   raise(ErrorKind::Runtime, "str.{}() is not supported by Kvasir's template engine", name);
 }
 
-Value call_list_method(Interpreter&, const Value& self, const std::string& name, CallArgs& args) {
+Value call_list_method(Interpreter& in, const Value& self, const std::string& name,
+                       CallArgs& args) {
   const auto& items = self.list().items;
+  if (name == "index" || name == "count") in.charge(items.size());  // they scan the list
   if (name == "index") {
     auto a = bind_args("index", args, {"value", "start", "stop"}, 1);
     auto n = static_cast<int64_t>(items.size());
@@ -334,7 +342,7 @@ Value call_markup_method(Interpreter& in, const Value& self, const std::string& 
     }
     return like(in, self, std::move(out));
   }
-  if (name == "format") return like(in, self, brace_format(self.str(), args, true));
+  if (name == "format") return like(in, self, brace_format(self.str(), args, true, in.max_bytes()));
   if (name == "replace" && args.pos.size() >= 2) escape_arg(args.pos[1]);
   if ((name == "ljust" || name == "rjust" || name == "center") && args.pos.size() >= 2)
     escape_arg(args.pos[1]);
@@ -358,6 +366,8 @@ Value call_markup_method(Interpreter& in, const Value& self, const std::string& 
 }
 
 Value BoundMethod::call(Interpreter& in, CallArgs& args) {
+  in.charge(1);
+  in.charge_operands(self_, args);
   if (self_.is_markup()) return call_markup_method(in, self_, name_, args);
   if (self_.is_string()) return call_str_method(in, self_.str(), name_, args);
   if (self_.is_list()) return call_list_method(in, self_, name_, args);

@@ -129,6 +129,25 @@ class Parser {
     return n;
   }
 
+  // Every expression node goes through seal() once its children are in place: it records the
+  // node's height and refuses trees higher than kMaxExprDepth (see parser.h), as soon as a chain
+  // reaches the limit rather than after building all of it.
+  template <class T>
+  ExprPtr seal(std::unique_ptr<T> node) {
+    int below = 0;
+    for_each_child(static_cast<const Expr&>(*node),
+                   [&](const Expr& c) { below = std::max(below, c.height); });
+    node->height = below + 1;
+    if (node->height > kMaxExprDepth) {
+      throw TemplateError(ErrorKind::Syntax,
+                          std::string("expression is nested too deeply (more than ") +
+                              std::to_string(kMaxExprDepth) +
+                              " levels of operators, filters, tests, calls or subscripts)",
+                          node->line, node->column);
+    }
+    return node;
+  }
+
   // ---- statements ----
 
   [[noreturn]] void fail_unknown_tag(const Token& at, const std::string* name) {
@@ -446,6 +465,7 @@ class Parser {
       return t;
     }
     if (tok.type == Tok::Op && tok.text == "(") {
+      DepthGuard guard(*this);
       next();
       Target inner = parse_assign_target(true, nullptr, with_namespace, true);
       expect_op(")");
@@ -512,7 +532,7 @@ class Parser {
     }
     auto t = make<SeqExpr>(at, ExprKind::Tuple);
     t->items = std::move(items);
-    return t;
+    return seal(std::move(t));
   }
 
   ExprPtr parse_expression(bool with_condexpr) {
@@ -528,7 +548,7 @@ class Parser {
       c->test = parse_or();
       if (skip_name("else")) c->otherwise = parse_condexpr();
       c->then = std::move(expr1);
-      expr1 = std::move(c);
+      expr1 = seal(std::move(c));
     }
     return expr1;
   }
@@ -539,7 +559,7 @@ class Parser {
       auto b = make<BinaryExpr>(next(), ExprKind::Or);
       b->left = std::move(left);
       b->right = parse_and();
-      left = std::move(b);
+      left = seal(std::move(b));
     }
     return left;
   }
@@ -550,7 +570,7 @@ class Parser {
       auto b = make<BinaryExpr>(next(), ExprKind::And);
       b->left = std::move(left);
       b->right = parse_not();
-      left = std::move(b);
+      left = seal(std::move(b));
     }
     return left;
   }
@@ -560,7 +580,7 @@ class Parser {
       DepthGuard guard(*this);
       auto u = make<UnaryExpr>(next(), ExprKind::Not);
       u->operand = parse_not();
-      return u;
+      return seal(std::move(u));
     }
     return parse_compare();
   }
@@ -598,7 +618,7 @@ class Parser {
     auto c = make<CompareExpr>(at);
     c->first = std::move(first);
     c->rest = std::move(ops);
-    return c;
+    return seal(std::move(c));
   }
 
   ExprPtr binary(const Token& at, BinOp op, ExprPtr l, ExprPtr r) {
@@ -606,7 +626,7 @@ class Parser {
     b->op = op;
     b->left = std::move(l);
     b->right = std::move(r);
-    return b;
+    return seal(std::move(b));
   }
 
   ExprPtr parse_math1() {
@@ -626,7 +646,7 @@ class Parser {
     auto c = make<ConcatExpr>(at);
     c->parts.push_back(std::move(first));
     while (skip_op("~")) c->parts.push_back(parse_math2());
-    return c;
+    return seal(std::move(c));
   }
 
   ExprPtr parse_math2() {
@@ -658,7 +678,7 @@ class Parser {
       const Token& at = next();
       auto u = make<UnaryExpr>(at, at.text == "-" ? ExprKind::Neg : ExprKind::Pos);
       u->operand = parse_unary(false);
-      node = std::move(u);
+      node = seal(std::move(u));
     } else {
       node = parse_primary();
     }
@@ -719,7 +739,7 @@ class Parser {
             l->items.push_back(parse_expression(true));
           }
           expect_op("]");
-          return l;
+          return seal(std::move(l));
         }
         if (tok.text == "{") {
           auto d = make<DictExpr>(next());
@@ -731,7 +751,7 @@ class Parser {
             d->items.emplace_back(std::move(k), parse_expression(true));
           }
           expect_op("}");
-          return d;
+          return seal(std::move(d));
         }
         break;
       default:
@@ -775,7 +795,7 @@ class Parser {
         auto g = make<GetattrExpr>(tok);
         g->object = std::move(node);
         g->name = attr.text;
-        return g;
+        return seal(std::move(g));
       }
       if (attr.type != Tok::Int) fail(attr, "expected name or number");
       auto g = make<GetitemExpr>(tok);
@@ -783,7 +803,7 @@ class Parser {
       auto c = make<ConstExpr>(attr);
       c->value = Value::integer(attr.int_value);
       g->key = std::move(c);
-      return g;
+      return seal(std::move(g));
     }
     std::vector<ExprPtr> args;
     while (!is_op("]")) {
@@ -798,9 +818,9 @@ class Parser {
     } else {
       auto t = make<SeqExpr>(tok, ExprKind::Tuple);
       t->items = std::move(args);
-      g->key = std::move(t);
+      g->key = seal(std::move(t));
     }
-    return g;
+    return seal(std::move(g));
   }
 
   ExprPtr parse_subscribed() {
@@ -819,7 +839,7 @@ class Parser {
     if (skip_op(":")) {
       if (!is_op("]") && !is_op(",")) s->step = parse_expression(true);
     }
-    return s;
+    return seal(std::move(s));
   }
 
   CallArgsExpr parse_call_args() {
@@ -861,7 +881,7 @@ class Parser {
     auto c = make<CallExpr>(cur());
     c->args = parse_call_args();
     c->callee = std::move(node);
-    return c;
+    return seal(std::move(c));
   }
 
   std::string dotted_name() {
@@ -879,7 +899,7 @@ class Parser {
       f->fn = find_filter(f->name);  // unknown: checked by check_unknown() after parsing
       if (is_op("(")) f->args = parse_call_args();
       f->operand = std::move(node);
-      node = std::move(f);
+      node = seal(std::move(f));
       start_inline = false;
     }
     return node;
@@ -906,10 +926,11 @@ class Parser {
       t->args.args.push_back(std::move(arg));
     }
     t->operand = std::move(node);
-    if (!negated) return t;
+    ExprPtr test = seal(std::move(t));
+    if (!negated) return test;
     auto n = make<UnaryExpr>(is_tok, ExprKind::Not);
-    n->operand = std::move(t);
-    return n;
+    n->operand = std::move(test);
+    return seal(std::move(n));
   }
 };
 

@@ -90,10 +90,14 @@ bool t_in(Interpreter& in, const Value& v, Args& a) {
 }
 
 bool t_lower(Interpreter&, const Value& v, Args&) {
-  return str_has_cased(unicode::decode(to_str(v)), false);
+  std::string s = to_str(v);
+  charge_scan(s.size());
+  return str_has_cased(unicode::decode(s), false);
 }
 bool t_upper(Interpreter&, const Value& v, Args&) {
-  return str_has_cased(unicode::decode(to_str(v)), true);
+  std::string s = to_str(v);
+  charge_scan(s.size());
+  return str_has_cased(unicode::decode(s), true);
 }
 
 bool t_odd(Interpreter& in, const Value& v, Args&) {

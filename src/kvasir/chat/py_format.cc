@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <string_view>
 
+#include "kvasir/chat/limits.h"
 #include "kvasir/chat/unicode.h"
 
 namespace kvasir::chat {
@@ -78,20 +80,54 @@ std::string truncate_cp(const std::string& s, size_t n) {
   return s.substr(0, unicode::byte_offset(s, n));
 }
 
+// snprintf into a string of whatever length the output needs.
+template <class T>
+std::string c_printf(const std::string& spec, T v) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, spec.c_str(), v);
+  if (n < 0) return "";
+  if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, n);
+  std::string big(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(big.data(), big.size(), spec.c_str(), v);
+  big.resize(n);
+  return big;
+}
+
+// A double has at most 1074 digits after the decimal point and 767 significant digits, so
+// printf's digits beyond this precision are all zeros; glibc still computes them, slowly
+// (seconds for 10^8 of them), so c_format appends them itself.
+constexpr int kExactDigits = 1100;
+
+// Pads a printf-formatted number to `width` as printf's '-' and '0' flags say.
+std::string pad_c_number(std::string s, int width, const std::string& flags, bool finite) {
+  if (width < 0 || s.size() >= static_cast<size_t>(width)) return s;
+  size_t n = static_cast<size_t>(width) - s.size();
+  if (flags.find('-') != std::string::npos) return s + std::string(n, ' ');
+  if (finite && flags.find('0') != std::string::npos) {
+    size_t at = !s.empty() && (s[0] == '-' || s[0] == '+' || s[0] == ' ') ? 1 : 0;
+    return s.insert(at, n, '0');
+  }
+  return std::string(n, ' ') + s;
+}
+
 // A C printf of one number with the given flags/width/precision/conversion.
 std::string c_format(const std::string& flags, int width, int precision, char conv, double d) {
+  bool finite = std::isfinite(d);
+  bool g = conv == 'g' || conv == 'G';
+  bool keeps_zeros = !g || flags.find('#') != std::string::npos;  // %g strips trailing zeros
+  if (precision > kExactDigits && (!finite || !keeps_zeros)) precision = kExactDigits;  // same
+  if (precision > kExactDigits) {
+    std::string body = c_format(flags, -1, kExactDigits, conv, d);
+    size_t exp = body.find_first_of("eE");
+    body.insert(exp == std::string::npos ? body.size() : exp,
+                static_cast<size_t>(precision - kExactDigits), '0');
+    return pad_c_number(std::move(body), width, flags, finite);
+  }
   std::string spec = std::string("%") + flags;
   if (width >= 0) spec += std::to_string(width);
   if (precision >= 0) spec += std::string(".") + std::to_string(precision);
   spec += conv;
-  char buf[512];
-  int n = std::snprintf(buf, sizeof buf, spec.c_str(), d);
-  if (n < 0) return "";
-  if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, n);
-  std::string big(n + 1, '\0');
-  std::snprintf(big.data(), big.size(), spec.c_str(), d);
-  big.resize(n);
-  return big;
+  return c_printf(spec, d);
 }
 
 std::string c_format_int(const std::string& flags, int width, int precision, char conv, int64_t v) {
@@ -101,13 +137,10 @@ std::string c_format_int(const std::string& flags, int width, int precision, cha
   spec += "ll";
   spec += conv;
   bool neg = v < 0 && conv != 'd';
-  char buf[512];
   // %x/%o of a negative number: Python prints "-ff", C would print the two's complement.
   unsigned long long mag = neg ? 0ULL - static_cast<unsigned long long>(v) : 0;
-  int n = conv == 'd' ? std::snprintf(buf, sizeof buf, spec.c_str(), static_cast<long long>(v))
-                      : std::snprintf(buf, sizeof buf, spec.c_str(),
-                                      neg ? mag : static_cast<unsigned long long>(v));
-  std::string s(buf, n > 0 ? std::min<size_t>(n, sizeof buf - 1) : 0);
+  std::string s = conv == 'd' ? c_printf(spec, static_cast<long long>(v))
+                              : c_printf(spec, neg ? mag : static_cast<unsigned long long>(v));
   if (neg) {
     size_t p = s.find_first_not_of(' ');
     s.insert(p == std::string::npos ? 0 : p, "-");
@@ -162,7 +195,30 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-std::string percent_format(const std::string& fmt, const Value& args, bool escape_args) {
+namespace {
+
+// The largest format width or precision: the output limit, and never more than an int holds
+// (printf takes them as int).
+uint64_t field_limit(size_t max_size) {
+  return std::min<uint64_t>(max_size, INT_MAX - 2 * kExactDigits);
+}
+
+// Decimal digits at fmt[i...] (saturating, so a huge number is reported, not wrapped).
+uint64_t parse_count(std::string_view fmt, size_t& i) {
+  uint64_t n = 0;
+  while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
+    n = saturating_mul(n, 10);
+    n = n > UINT64_MAX - 9 ? UINT64_MAX : n + static_cast<uint64_t>(fmt[i] - '0');
+    ++i;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string percent_format(const std::string& fmt, const Value& args, bool escape_args,
+                           size_t max_size) {
+  const uint64_t limit = field_limit(max_size);
   std::vector<Value> positional;
   const DictData* mapping = nullptr;
   if (args.is_list() && args.list().flavor == ListFlavor::Tuple) {
@@ -206,24 +262,37 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
     std::string flags;
     while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos)
       flags += fmt[i++];
+    auto star = [&]() -> int64_t {
+      Value n = take();
+      if (!n.is_integral()) raise(ErrorKind::Type, "* wants int");
+      return n.as_int();
+    };
     int width = -1, precision = -1;
     if (i < fmt.size() && fmt[i] == '*') {
-      width = static_cast<int>(take().as_int());
+      int64_t w = star();
+      if (w < 0) {  // Python: a negative * width left-justifies
+        flags += '-';
+        w = w == INT64_MIN ? INT64_MAX : -w;
+      }
+      check_limit("format width", static_cast<uint64_t>(w), limit);
+      width = static_cast<int>(w);
       ++i;
-    } else {
-      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
-        width = std::max(width, 0) * 10 + (fmt[i++] - '0');
+    } else if (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') {
+      uint64_t w = parse_count(fmt, i);
+      check_limit("format width", w, limit);
+      width = static_cast<int>(w);
     }
     if (i < fmt.size() && fmt[i] == '.') {
       ++i;
-      precision = 0;
+      uint64_t p = 0;
       if (i < fmt.size() && fmt[i] == '*') {
-        precision = static_cast<int>(take().as_int());
+        p = static_cast<uint64_t>(std::max<int64_t>(star(), 0));  // negative: 0, as Python
         ++i;
       } else {
-        while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
-          precision = precision * 10 + (fmt[i++] - '0');
+        p = parse_count(fmt, i);
       }
+      check_limit("format precision", p, limit);
+      precision = static_cast<int>(p);
     }
     while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
     if (i >= fmt.size()) raise(ErrorKind::Value, "incomplete format");
@@ -265,6 +334,8 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
       case 'c': {
         std::string s;
         if (arg.is_integral()) {
+          if (arg.as_int() < 0 || arg.as_int() > 0x10FFFF)
+            raise(ErrorKind::Overflow, "%c arg not in range(0x110000)");
           unicode::append(s, static_cast<char32_t>(arg.as_int()));
         } else if (arg.is_string() && unicode::length(arg.str()) == 1) {
           s = arg.str();
@@ -278,6 +349,7 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
         raise(ErrorKind::Value, "unsupported format character '{}' (0x{:x}) at index {}", conv,
               static_cast<unsigned>(static_cast<unsigned char>(conv)), i - 1);
     }
+    check_limit("formatted string size", out.size(), max_size);
   }
   if (!used_mapping && next_arg < positional.size() && !(mapping && positional.size() == 1))
     raise(ErrorKind::Type, "not all arguments converted during string formatting");
@@ -297,7 +369,7 @@ struct Spec {
   char type = 0;
 };
 
-Spec parse_spec(const std::string& s) {
+Spec parse_spec(const std::string& s, uint64_t limit) {
   Spec spec;
   std::u32string u = unicode::decode(s);
   size_t i = 0;
@@ -320,14 +392,27 @@ Spec parse_spec(const std::string& s) {
     spec.zero = true;
     ++i;
   }
-  while (i < u.size() && u[i] >= '0' && u[i] <= '9')
-    spec.width = std::max(spec.width, 0) * 10 + static_cast<int>(u[i++] - '0');
+  // Digits, saturating (so a huge number is reported, not wrapped).
+  auto count = [&] {
+    uint64_t n = 0;
+    while (i < u.size() && u[i] >= '0' && u[i] <= '9') {
+      n = saturating_mul(n, 10);
+      n = n > UINT64_MAX - 9 ? UINT64_MAX : n + static_cast<uint64_t>(u[i] - '0');
+      ++i;
+    }
+    return n;
+  };
+  if (i < u.size() && u[i] >= '0' && u[i] <= '9') {
+    uint64_t w = count();
+    check_limit("format width", w, limit);
+    spec.width = static_cast<int>(w);
+  }
   if (i < u.size() && (u[i] == ',' || u[i] == '_')) spec.grouping = static_cast<char>(u[i++]);
   if (i < u.size() && u[i] == '.') {
     ++i;
-    spec.precision = 0;
-    while (i < u.size() && u[i] >= '0' && u[i] <= '9')
-      spec.precision = spec.precision * 10 + static_cast<int>(u[i++] - '0');
+    uint64_t p = count();
+    check_limit("format precision", p, limit);
+    spec.precision = static_cast<int>(p);
   }
   if (i < u.size()) spec.type = static_cast<char>(u[i++]);
   if (i != u.size()) raise(ErrorKind::Value, "Invalid format specifier '{}'", s);
@@ -361,9 +446,9 @@ std::string finish_number(std::string body, bool negative, const Spec& spec) {
   return pad(sign + body, width, align, fill);
 }
 
-std::string format_value(const Value& v, const std::string& spec_text) {
+std::string format_value(const Value& v, const std::string& spec_text, uint64_t limit) {
   if (spec_text.empty()) return to_str(v);
-  Spec spec = parse_spec(spec_text);
+  Spec spec = parse_spec(spec_text, limit);
   if (v.is_string()) {
     if (spec.type && spec.type != 's')
       raise(ErrorKind::Value, "Unknown format code '{}' for object of type 'str'", spec.type);
@@ -442,58 +527,23 @@ std::string format_value(const Value& v, const std::string& spec_text) {
 
 }  // namespace
 
-std::string brace_format(const std::string& fmt, const CallArgs& args, bool escape_fields) {
-  std::string out;
-  size_t i = 0;
+namespace {
+
+// str.format's state across fields: argument numbering, the limits, and Markup escaping.
+struct BraceFormatter {
+  const CallArgs& args;
+  bool escape_fields;
+  size_t max_size;
   int auto_index = 0;
   bool used_auto = false, used_manual = false;
-  while (i < fmt.size()) {
-    char c = fmt[i];
-    if (c == '}') {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') {
-        out += '}';
-        i += 2;
-        continue;
-      }
-      raise(ErrorKind::Value, "Single '}' encountered in format string");
-    }
-    if (c != '{') {
-      out += c;
-      ++i;
-      continue;
-    }
-    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
-      out += '{';
-      i += 2;
-      continue;
-    }
-    // Find the matching '}' (the spec may nest one level of braces, which we do not expand).
-    size_t j = i + 1;
-    int depth = 1;
-    while (j < fmt.size() && depth > 0) {
-      if (fmt[j] == '{') ++depth;
-      if (fmt[j] == '}') --depth;
-      if (depth > 0) ++j;
-    }
-    if (j >= fmt.size()) raise(ErrorKind::Value, "expected '}' before end of string");
-    std::string field = fmt.substr(i + 1, j - i - 1);
-    i = j + 1;
-    std::string spec, conv;
-    size_t colon = field.find(':');
-    if (colon != std::string::npos) {
-      spec = field.substr(colon + 1);
-      field = field.substr(0, colon);
-    }
-    size_t bang = field.find('!');
-    if (bang != std::string::npos) {
-      conv = field.substr(bang + 1);
-      field = field.substr(0, bang);
-    }
+
+  // The value a field name ("", "0", "name", "0[key]", "name[0][1]") refers to.
+  Value resolve(const std::string& field) {
     size_t first_end = field.find_first_of(".[");
     std::string head = field.substr(0, first_end);
     Value v;
     if (head.empty() || std::all_of(head.begin(), head.end(), ::isdigit)) {
-      size_t idx;
+      size_t idx = 0;
       if (head.empty()) {
         if (used_manual)
           raise(ErrorKind::Value,
@@ -505,7 +555,9 @@ std::string brace_format(const std::string& fmt, const CallArgs& args, bool esca
           raise(ErrorKind::Value,
                 "cannot switch from automatic field numbering to manual field specification");
         used_manual = true;
-        idx = std::stoul(head);
+        auto [end, ec] = std::from_chars(head.data(), head.data() + head.size(), idx);
+        if (ec != std::errc() || end != head.data() + head.size())
+          raise(ErrorKind::Value, "Too many decimal digits in format string");
       }
       if (idx >= args.pos.size())
         raise(ErrorKind::Runtime,
@@ -535,13 +587,36 @@ std::string brace_format(const std::string& fmt, const CallArgs& args, bool esca
         if (!found) raise(ErrorKind::Runtime, "KeyError: {}", repr_string(key));
         v = *found;
       } else if (v.is_list() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) {
-        size_t k = std::stoul(key);
-        if (k >= v.list().items.size())
+        size_t k = 0;
+        auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), k);
+        if (ec != std::errc() || end != key.data() + key.size() || k >= v.list().items.size())
           raise(ErrorKind::Runtime, "IndexError: list index out of range");
         v = v.list().items[k];
       } else {
         raise(ErrorKind::Type, "'{}' object is not subscriptable", type_name(v));
       }
+    }
+    return v;
+  }
+
+  // Formats one replacement field's text (what is between its braces). `nested`: the field
+  // sits inside another field's spec, where it may not nest further (Python allows one level).
+  std::string field(std::string text, bool nested) {
+    std::string spec, conv;
+    size_t colon = text.find(':');
+    if (colon != std::string::npos) {
+      spec = text.substr(colon + 1);
+      text = text.substr(0, colon);
+    }
+    size_t bang = text.find('!');
+    if (bang != std::string::npos) {
+      conv = text.substr(bang + 1);
+      text = text.substr(0, bang);
+    }
+    Value v = resolve(text);
+    if (spec.find('{') != std::string::npos) {
+      if (nested) raise(ErrorKind::Value, "Max string recursion exceeded");
+      spec = expand(spec, true);
     }
     if (conv == "r" || conv == "a") {
       v = Value::string(repr(v));
@@ -550,16 +625,62 @@ std::string brace_format(const std::string& fmt, const CallArgs& args, bool esca
     } else if (!conv.empty()) {
       raise(ErrorKind::Value, "Unknown conversion specifier {}", conv);
     }
+    uint64_t limit = field_limit(max_size);
     if (escape_fields && v.is_markup()) {
       if (!spec.empty()) raise(ErrorKind::Value, "Unsupported format specification for Markup.");
-      out += v.str();
-    } else if (escape_fields) {
-      out += html_escape(format_value(v, spec));
-    } else {
-      out += format_value(v, spec);
+      return v.str();
     }
+    if (escape_fields) return html_escape(format_value(v, spec, limit));
+    return format_value(v, spec, limit);
   }
-  return out;
+
+  // Replaces the fields of `fmt` (in a nested spec when `nested`).
+  std::string expand(const std::string& fmt, bool nested) {
+    std::string out;
+    size_t i = 0;
+    while (i < fmt.size()) {
+      char c = fmt[i];
+      if (c == '}') {
+        if (i + 1 < fmt.size() && fmt[i + 1] == '}') {
+          out += '}';
+          i += 2;
+          continue;
+        }
+        raise(ErrorKind::Value, "Single '}' encountered in format string");
+      }
+      if (c != '{') {
+        out += c;
+        ++i;
+        continue;
+      }
+      if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
+        out += '{';
+        i += 2;
+        continue;
+      }
+      // The matching '}' (the spec may hold nested fields: "{:{}.{}f}").
+      size_t j = i + 1;
+      int depth = 1;
+      while (j < fmt.size() && depth > 0) {
+        if (fmt[j] == '{') ++depth;
+        if (fmt[j] == '}') --depth;
+        if (depth > 0) ++j;
+      }
+      if (j >= fmt.size()) raise(ErrorKind::Value, "expected '}' before end of string");
+      out += field(fmt.substr(i + 1, j - i - 1), nested);
+      check_limit("formatted string size", out.size(), max_size);
+      i = j + 1;
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::string brace_format(const std::string& fmt, const CallArgs& args, bool escape_fields,
+                         size_t max_size) {
+  BraceFormatter f{args, escape_fields, max_size};
+  return f.expand(fmt, false);
 }
 
 }  // namespace kvasir::chat

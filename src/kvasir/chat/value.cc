@@ -12,6 +12,8 @@ namespace kvasir::chat {
 
 namespace {
 
+thread_local RenderBudget* tls_budget = nullptr;
+
 int child_depth(const Value& v) {
   if (v.is_list()) return v.list().depth;
   if (v.is_dict()) return v.dict().depth();
@@ -62,9 +64,11 @@ void append_list_repr(std::string& out, const ListData& l) {
       break;
   }
   out += open;
+  charge_work(l.items.size());
   for (size_t i = 0; i < l.items.size(); ++i) {
     if (i) out += ", ";
     append_repr(out, l.items[i]);
+    check_built_size(out.size());
   }
   out += close;
 }
@@ -76,6 +80,7 @@ void append_repr(std::string& out, const Value& v) {
       return;
     case Value::Kind::String:
       if (v.is_markup()) out += "Markup(";
+      charge_work(v.str().size() / 4);  // repr classifies every character: slower than a scan
       out += repr_string(v.str());
       if (v.is_markup()) out += ")";
       return;
@@ -84,6 +89,7 @@ void append_repr(std::string& out, const Value& v) {
       return;
     case Value::Kind::Dict: {
       out += '{';
+      charge_work(v.dict().size());
       bool first = true;
       for (const auto& [k, val] : v.dict().entries()) {
         if (!first) out += ", ";
@@ -91,6 +97,7 @@ void append_repr(std::string& out, const Value& v) {
         append_repr(out, k);
         out += ": ";
         append_repr(out, val);
+        check_built_size(out.size());
       }
       out += '}';
       return;
@@ -129,6 +136,26 @@ bool same_sequence_kind(const ListData& a, const ListData& b) {
 
 }  // namespace
 
+RenderBudget* RenderBudget::current() {
+  return tls_budget;
+}
+
+RenderBudget::Installed::Installed(RenderBudget* budget) : saved_(tls_budget) {
+  tls_budget = budget;
+}
+
+RenderBudget::Installed::~Installed() {
+  tls_budget = saved_;
+}
+
+void charge_work(size_t steps) {
+  if (tls_budget && steps) tls_budget->charge(steps);
+}
+
+void check_built_size(size_t bytes) {
+  if (tls_budget) tls_budget->check_size(bytes);
+}
+
 Value Value::undefined(std::string message, ErrorKind kind) {
   return Value(U{std::make_shared<const UndefinedInfo>(UndefinedInfo{kind, std::move(message)})});
 }
@@ -151,6 +178,7 @@ Value make_list(std::vector<Value> items, ListFlavor flavor) {
 }
 
 std::string hash_key(const Value& key) {
+  charge_work(1);
   switch (key.kind()) {
     case Value::Kind::Undefined:
       return "U";
@@ -166,17 +194,20 @@ std::string hash_key(const Value& key) {
       return std::string("F") + float_repr(d);
     }
     case Value::Kind::String:
+      charge_scan(key.str().size());
       return std::string("S") + key.str();
     case Value::Kind::List: {
       const ListData& l = key.list();
       if (l.flavor != ListFlavor::Tuple)
         raise(ErrorKind::Type, "unhashable type: '{}'", list_type_name(l.flavor));
+      charge_work(l.items.size());
       std::string k = "T";
       for (const Value& item : l.items) {
         std::string sub = hash_key(item);
         k += std::to_string(sub.size());
         k += ':';
         k += sub;
+        check_built_size(k.size());
       }
       return k;
     }
@@ -323,12 +354,16 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::None:
       return true;
     case Value::Kind::String:
+      if (a.str_ptr() == b.str_ptr()) return true;
+      if (a.str().size() != b.str().size()) return false;
+      charge_scan(a.str().size());
       return a.str() == b.str();
     case Value::Kind::List: {
       const ListData& x = a.list();
       const ListData& y = b.list();
       if (&x == &y) return true;
       if (!same_sequence_kind(x, y) || x.items.size() != y.items.size()) return false;
+      charge_work(x.items.size());
       for (size_t i = 0; i < x.items.size(); ++i)
         if (!equals(x.items[i], y.items[i])) return false;
       return true;
@@ -338,6 +373,7 @@ bool equals(const Value& a, const Value& b) {
       const DictData& y = b.dict();
       if (&x == &y) return true;
       if (x.size() != y.size()) return false;
+      charge_work(x.size());
       for (const auto& [k, v] : x.entries()) {
         const Value* other = y.find(k);
         if (!other || !equals(v, *other)) return false;
@@ -358,10 +394,14 @@ bool less(const Value& a, const Value& b) {
     if (a.is_integral() && b.is_integral()) return a.as_int() < b.as_int();
     return a.as_float() < b.as_float();
   }
-  if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 keeps code point order
+  if (a.is_string() && b.is_string()) {
+    charge_scan(std::min(a.str().size(), b.str().size()));
+    return a.str() < b.str();  // UTF-8 keeps code point order
+  }
   if (a.is_list() && b.is_list() && same_sequence_kind(a.list(), b.list())) {
     const auto& x = a.list().items;
     const auto& y = b.list().items;
+    charge_work(std::min(x.size(), y.size()));
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!equals(x[i], y[i])) return less(x[i], y[i]);
     }
@@ -406,6 +446,7 @@ std::optional<size_t> length(const Value& v) {
     case Value::Kind::Undefined:
       return 0;
     case Value::Kind::String:
+      charge_scan(v.str().size());
       return unicode::length(v.str());
     case Value::Kind::List:
       return v.list().items.size();
@@ -421,14 +462,18 @@ std::vector<Value> iterate(const Value& v) {
     case Value::Kind::Undefined:
       return {};
     case Value::Kind::List:
+      charge_work(v.list().items.size());  // before copying
       return v.list().items;
     case Value::Kind::Dict: {
+      charge_work(v.dict().size());
       std::vector<Value> keys;
       keys.reserve(v.dict().size());
       for (const auto& e : v.dict().entries()) keys.push_back(e.first);
       return keys;
     }
     case Value::Kind::String: {
+      // One string per character: charged (at most one step per byte) before it is built.
+      charge_work(v.str().size());
       std::vector<Value> chars;
       std::string buf;
       for (char32_t c : unicode::decode(v.str())) {
@@ -439,7 +484,10 @@ std::vector<Value> iterate(const Value& v) {
       return chars;
     }
     case Value::Kind::Object:
-      if (auto items = v.object().iterate()) return std::move(*items);
+      if (auto items = v.object().iterate()) {
+        charge_work(items->size());
+        return std::move(*items);
+      }
       break;
     default:
       break;

@@ -182,6 +182,45 @@ class Object {
   virtual void release() {}
 };
 
+// The budget of the render running on this thread. Some operations on values cost far more than
+// their operands' top-level size, because lists and dicts share storage: `[[big] * 1000] * 1000`
+// is cheap to build but huge to print, serialize, compare or hash. Those operations (repr/str,
+// tojson, ==, <, hashing, iteration) charge the work they do here and check the size of the
+// strings they build as they go, so a hostile template ends in a Limit error instead of running
+// for hours or exhausting memory. Interpreter::render installs its interpreter for the duration
+// of the render; outside a render (tests of the value layer) nothing is charged.
+class RenderBudget {
+ public:
+  virtual void charge(size_t steps) = 0;            // Limit error once the work budget is spent
+  virtual void check_size(size_t bytes) const = 0;  // Limit error for a too large string
+  static RenderBudget* current();                   // this thread's, or null
+
+  // Installs a budget on this thread until destroyed (restoring the previous one).
+  class Installed {
+   public:
+    explicit Installed(RenderBudget* budget);
+    ~Installed();
+    Installed(const Installed&) = delete;
+    Installed& operator=(const Installed&) = delete;
+
+   private:
+    RenderBudget* saved_;
+  };
+
+ protected:
+  ~RenderBudget() = default;
+};
+
+// Bytes read by a scan (searching, decoding, comparing, copying) cost one step per
+// kScanBytesPerStep; a string that is built costs one step per 16 bytes (Interpreter::make_string).
+inline constexpr size_t kScanBytesPerStep = 16;
+// Charges this thread's render budget, if any.
+void charge_work(size_t steps);
+inline void charge_scan(size_t bytes) {
+  charge_work(bytes / kScanBytesPerStep);
+}
+void check_built_size(size_t bytes);
+
 // Python's str(x) (Undefined prints as "").
 std::string to_str(const Value& v);
 void append_str(std::string& out, const Value& v);
