@@ -13,10 +13,9 @@ namespace {
 constexpr int64_t kMs = 1764628201123;  // 2025-12-01T22:30:01.123Z
 
 TEST(Log, TextLinesCarryTimeLevelRequestIdAndFields) {
+  const Field fields[] = {{"status", 200}, {"ttft_ms", 31.5}, {"key", "team a"}, {"stream", true}};
   const std::string line =
-      format_line(Level::kInfo, "req-1", "POST /v1/completions",
-                  {{"status", 200}, {"ttft_ms", 31.5}, {"key", "team a"}, {"stream", true}},
-                  Format::kText, kMs);
+      format_line(Level::kInfo, "req-1", "POST /v1/completions", fields, Format::kText, kMs);
   EXPECT_EQ(line,
             "2025-12-01T22:30:01.123Z INFO  [req-1] POST /v1/completions status=200 ttft_ms=31.5 "
             "key=\"team a\" stream=true");
@@ -25,9 +24,9 @@ TEST(Log, TextLinesCarryTimeLevelRequestIdAndFields) {
 }
 
 TEST(Log, JsonLinesParseAndKeepTypes) {
-  const std::string line = format_line(
-      Level::kError, "req-2", "a \"quoted\"\nmessage \xff",
-      {{"status", 500}, {"dur", 0.25}, {"route", "/v1/chat/completions"}}, Format::kJson, kMs);
+  const Field fields[] = {{"status", 500}, {"dur", 0.25}, {"route", "/v1/chat/completions"}};
+  const std::string line = format_line(Level::kError, "req-2", "a \"quoted\"\nmessage \xff",
+                                       fields, Format::kJson, kMs);
   const auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["ts"], "2025-12-01T22:30:01.123Z");
   EXPECT_EQ(j["level"], "error");

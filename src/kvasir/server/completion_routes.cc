@@ -16,7 +16,7 @@ namespace kvasir::server {
 
 namespace {
 
-void run_job(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+void run_job(RouteContext& ctx, const ClientState& client, HttpResponse& res,
              std::shared_ptr<Job> job, double start) {
   job->created = unix_time_now();
   std::shared_ptr<const Job> cjob = job;
@@ -24,7 +24,7 @@ void run_job(RouteContext& ctx, const httplib::Request& req, httplib::Response& 
   if (job->stream) {
     stream_response(ctx, res, cjob, gen);
   } else {
-    full_response(ctx, req, res, *cjob, *gen);
+    full_response(ctx, client, res, *cjob, *gen);
   }
 }
 
@@ -44,8 +44,8 @@ std::shared_ptr<Job> new_job(RouteContext& ctx, const char* id_prefix, const std
 
 }  // namespace
 
-void completions(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
-                 const std::string& key) {
+void completions(RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
+                 const ClientState& client, const std::string& key) {
   const Tokenizer& tok = ctx.tok;
   const double start = now_seconds();
   Json body = parse_json_body(req.body);
@@ -55,17 +55,18 @@ void completions(RouteContext& ctx, const httplib::Request& req, httplib::Respon
   job->completion_logprobs = cr.logprobs;
   for (size_t i = 0; i < cr.prompts.size(); ++i) {
     const PromptInput& p = cr.prompts[i];
+    if (!p.is_tokens) check_text_size(ctx, p.text, "prompt");
     std::vector<int32_t> ids =
         p.is_tokens ? p.tokens : tok.encode(p.text, /*add_special=*/true, /*parse_special=*/true);
     check_prompt(ctx, ids, job->sp, "prompt");
     if (cr.echo) job->echo.push_back(p.is_tokens ? tok.decode(ids) : p.text);
     job->prompts.push_back(std::move(ids));
   }
-  run_job(ctx, req, res, job, start);
+  run_job(ctx, client, res, job, start);
 }
 
-void chat_completions(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
-                      const std::string& key) {
+void chat_completions(RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
+                      const ClientState& client, const std::string& key) {
   const double start = now_seconds();
   Json body = parse_json_body(req.body);
   ChatRequest cr = parse_chat_request(body);
@@ -80,11 +81,12 @@ void chat_completions(RouteContext& ctx, const httplib::Request& req, httplib::R
   job->chat_logprobs = cr.logprobs;
   job->chat_top_logprobs = cr.top_logprobs;
   const std::string prompt = ctx.prompter->render(cr);
+  check_text_size(ctx, prompt, "messages");
   // The template writes BOS itself where the model wants it (as vLLM: no special tokens added).
   std::vector<int32_t> ids = ctx.tok.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
   check_prompt(ctx, ids, job->sp, "messages");
   job->prompts.push_back(std::move(ids));
-  run_job(ctx, req, res, job, start);
+  run_job(ctx, client, res, job, start);
 }
 
 }  // namespace kvasir::server

@@ -5,7 +5,6 @@
 
 #include "kvasir/server/api_error.h"
 #include "kvasir/server/openai_response.h"
-#include "kvasir/server/peer_socket.h"
 #include "kvasir/util/timer.h"
 
 namespace kvasir::server {
@@ -22,28 +21,27 @@ struct ChoiceResult {
 
 }  // namespace
 
-void full_response(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
-                   const Job& job, Generation& gen) {
+void add_log_fields(std::vector<LogField>& fields, const Job& job, const Generation& gen) {
+  const Usage u = usage_of(job, gen);
+  fields.push_back({"prompt_tokens", u.prompt_tokens});
+  fields.push_back({"completion_tokens", u.completion_tokens});
+  fields.push_back({"cached_tokens", u.cached_tokens});
+  if (gen.n_choices() > 0 && gen.choice(0).first_token_time > 0)
+    fields.push_back({"ttft_ms", (gen.choice(0).first_token_time - gen.start()) * 1000.0});
+}
+
+void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& res, const Job& job,
+                   Generation& gen) {
   std::vector<ChoiceResult> results(static_cast<size_t>(job.n_choices()));
   std::vector<Generation::Event> events;
   bool done = false;
-  // The client's socket, looked up once the generation has taken a while (short requests
-  // never pay for the lookup); a client that hung up aborts its generation (peer_socket.h).
-  const double started = now_seconds();
-  int fd = -1;
-  bool looked_up = false, client_gone = false;
+  bool client_gone = false;
   while (!done) {
     events.clear();
     done = gen.wait(events, 0.1);
-    if (!done && !client_gone && now_seconds() - started >= 0.2) {
-      if (!looked_up) {
-        fd = find_connection_fd(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-        looked_up = true;
-      }
-      if (peer_closed(fd)) {
-        client_gone = true;
-        gen.abort(ctx.engine);
-      }
+    if (!done && !client_gone && client.client_gone()) {
+      client_gone = true;  // a client that hung up aborts its generation
+      gen.abort(ctx.engine);
     }
     for (auto& e : events) {
       ChoiceResult& r = results[static_cast<size_t>(e.choice)];
@@ -55,11 +53,10 @@ void full_response(RouteContext& ctx, const httplib::Request& req, httplib::Resp
       }
     }
   }
-  if (client_gone) {
-    // Nobody is there to read it; 499 (nginx's "client closed request") shows in the log.
-    res.status = 499;
-    return;
-  }
+  add_log_fields(res.log_fields, job, gen);
+  if (client_gone)  // 499: nginx's "client closed request"; a half-closed client still reads it
+    throw ApiError(499, "The client closed the connection; the request was aborted.", {},
+                   "client_closed_request");
   for (const ChoiceResult& r : results)
     if (!r.error.empty()) throw ApiError(500, "generation failed: " + r.error);
   if (ctx.shutting_down) {

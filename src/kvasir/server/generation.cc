@@ -1,5 +1,7 @@
 #include "kvasir/server/generation.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 #include "kvasir/util/timer.h"
@@ -19,9 +21,16 @@ void Generation::finish_one_locked(bool& all_done) {
   all_done = n_finished_ == n_choices();
 }
 
+void Generation::limit_backlog(size_t max_queued, Engine& engine) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_queued_ = max_queued;
+  backlog_engine_ = &engine;
+}
+
 void Generation::push(int i, const RequestOutput& out) {
   const double now = now_seconds();
   bool all_done = false;
+  std::vector<uint64_t> to_abort;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Choice& c = choices_[static_cast<size_t>(i)];
@@ -37,14 +46,24 @@ void Generation::push(int i, const RequestOutput& out) {
         c.gaps.push_back(now - c.last_token_time);
       c.last_token_time = now;
     }
+    queue_.push_back(Event{i, out, now});
     if (out.finished) {
+      if (overflowed_ && out.finish_reason == FinishReason::kAbort && out.error.empty())
+        queue_.back().output.error = fmt::format(
+            "the client did not read its stream ({} outputs were waiting)", max_queued_);
       c.finished = true;
       c.reason = out.finish_reason;
-      c.error = out.error;
+      c.error = queue_.back().output.error;
       finish_one_locked(all_done);
     }
-    queue_.push_back(Event{i, out, now});
+    if (max_queued_ > 0 && queue_.size() >= max_queued_ && !overflowed_) {
+      overflowed_ = true;
+      for (const Choice& o : choices_)
+        if (o.submitted && !o.finished) to_abort.push_back(o.engine_id);
+    }
   }
+  // Engine::abort only queues the id: safe from the engine thread that delivers this output.
+  for (uint64_t id : to_abort) backlog_engine_->abort(id);
   complete(all_done);
 }
 

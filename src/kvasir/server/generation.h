@@ -56,6 +56,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void mark_not_submitted(int choice, FinishReason reason);
   // Aborts every submitted, unfinished choice.
   void abort(Engine& engine);
+  // Bounds the outputs queued for a reader that does not drain them (a streaming client that
+  // stopped reading, so the HTTP thread is stuck in a write): once `max_queued` are waiting, the
+  // generation is aborted on `engine` and its choices end with an error saying why. 0: no bound.
+  // Call before submitting.
+  void limit_backlog(size_t max_queued, Engine& engine);
 
   // Moves queued events into `out`, waiting up to `timeout_s` for at least one. Returns true
   // once every choice has finished and the queue is drained (out may still hold the last ones).
@@ -78,6 +83,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::vector<Choice> choices_;
   std::vector<Event> queue_;
   int n_finished_ = 0;
+  size_t max_queued_ = 0;
+  Engine* backlog_engine_ = nullptr;
+  bool overflowed_ = false;
   bool done_ = false;  // all finished and on_done returned
   double start_;
   std::function<void(Generation&)> on_done_;

@@ -1,66 +1,59 @@
-// HttpServer's lifecycle: the httplib::Server's settings (socket options, limits, timeouts, the
-// worker threads, the per-response logger), binding and listening, and shutdown. What it serves
-// is elsewhere: the route table in routes.cc, the generation routes in completion_routes.cc,
-// auth in api_key_auth.cc, validation in request_validation.cc, submission in job.cc, the two
-// kinds of answer in sse_stream.cc and full_response.cc, shared state in route_context.h.
+// HttpServer's lifecycle: the transport (http_listener.h) configured from ServerConfig, the
+// router (routes.h) on the shared RouteContext, binding, and shutdown. What it serves is
+// elsewhere: the route table in routes.cc, the generation routes in completion_routes.cc,
+// tokenization in tokenize_routes.cc, auth in api_key_auth.cc, validation in
+// request_validation.cc, submission in job.cc, the two kinds of answer in sse_stream.cc and
+// full_response.cc, shared state in route_context.h.
 #include "kvasir/server/http_server.h"
 
-#include <httplib.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "kvasir/server/http_listener.h"
 #include "kvasir/server/route_context.h"
 #include "kvasir/server/routes.h"
-#include "kvasir/util/error.h"
+#include "kvasir/util/timer.h"
 
 namespace kvasir::server {
 
+namespace {
+
+ListenerOptions listener_options(const ServerConfig& cfg, const Engine& engine) {
+  ListenerOptions o;
+  int threads = cfg.http_threads;
+  if (threads <= 0) threads = engine.config().max_seqs + std::max(cfg.max_queue, 0) + 16;
+  o.worker_threads = std::clamp(threads, 4, 4096);
+  o.max_pending = std::max(64, 2 * o.worker_threads);
+  o.reuse_port = cfg.reuse_port;
+  o.max_header_bytes = cfg.max_header_bytes;
+  o.max_body_bytes = cfg.max_body_bytes;
+  o.header_timeout_s = cfg.header_timeout_s;
+  o.body_timeout_s = cfg.body_timeout_s;
+  o.idle_timeout_s = cfg.idle_timeout_s;
+  o.write_timeout_s = cfg.write_timeout_s;
+  o.max_connections = cfg.max_connections;
+  o.max_connections_per_client = cfg.max_connections_per_client;
+  o.send_buffer_bytes = cfg.send_buffer_bytes;
+  o.tls_cert_file = cfg.tls_cert_file;
+  o.tls_key_file = cfg.tls_key_file;
+  return o;
+}
+
+}  // namespace
+
 struct HttpServer::Impl {
-  RouteContext ctx;  // declared first: the handlers on svr refer to it
-  httplib::Server svr;
-  std::thread thread;
+  RouteContext ctx;  // declared first: the router and the listener refer to it
+  Router router;
+  std::unique_ptr<HttpListener> listener;
   std::atomic<bool> stopped{false};
-  std::atomic<bool> listen_returned{false};
-  std::atomic<int> listen_fd{-1};
 
-  Impl(Engine& e, const Tokenizer& t, ServerConfig c) : ctx(e, t, std::move(c)) {
-    install_routes(svr, ctx);
-    configure();
-  }
-
-  void configure() {
-    const ServerConfig& cfg = ctx.cfg;
-    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      ctx.metrics.record_http(res.status);
-      if (ctx.cfg.log_requests)
-        std::fprintf(stderr, "kvasir serve: %s %s %s -> %d\n", req.remote_addr.c_str(),
-                     req.method.c_str(), req.path.c_str(), res.status);
-    });
-    // cpp-httplib 0.11.4 listens with a backlog of 5: remember the socket so bind() can raise it
-    // (64 clients connecting at once would otherwise overflow the accept queue).
-    svr.set_socket_options([this](socket_t sock) {
-      httplib::default_socket_options(sock);
-      listen_fd = static_cast<int>(sock);
-    });
-    svr.set_payload_max_length(cfg.max_body_bytes);
-    svr.set_keep_alive_max_count(1000);
-    svr.set_read_timeout(30);
-    svr.set_write_timeout(30);
-    int threads = cfg.http_threads;
-    if (threads <= 0) threads = ctx.engine.config().max_seqs + std::max(cfg.max_queue, 0) + 16;
-    threads = std::clamp(threads, 4, 4096);
-    svr.new_task_queue = [threads] {
-      return new httplib::ThreadPool(static_cast<size_t>(threads));
-    };
-  }
+  Impl(Engine& e, const Tokenizer& t, ServerConfig c) : ctx(e, t, std::move(c)), router(ctx) {}
 
   void abort_all() {
     std::vector<std::shared_ptr<Generation>> gens;
@@ -73,7 +66,7 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tokenizer, ServerConfig config) {
-  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);  // writes to closed sockets must fail, not kill the process
   impl_ = std::make_unique<Impl>(engine, tokenizer, std::move(config));
 }
 
@@ -82,26 +75,16 @@ HttpServer::~HttpServer() {
 }
 
 int HttpServer::bind(const std::string& host, int port) {
-  if (port == 0) {
-    port = impl_->svr.bind_to_any_port(host);
-    if (port <= 0) fail("cannot listen on {} (any port)", host);
-  } else if (!impl_->svr.bind_to_port(host, port)) {
-    fail("cannot listen on {}:{}", host, port);
-  }
-  // Listening again on a listening socket only changes its backlog.
-  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
-  return port;
+  ListenerOptions o = listener_options(impl_->ctx.cfg, impl_->ctx.engine);
+  o.host = host;
+  o.port = port;
+  impl_->listener = std::make_unique<HttpListener>(std::move(o), impl_->router);
+  return impl_->listener->bind();
 }
 
 void HttpServer::start() {
-  impl_->thread = std::thread([this] { run(); });
-  while (!impl_->svr.is_running() && !impl_->listen_returned)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
-void HttpServer::run() {
-  impl_->svr.listen_after_bind();
-  impl_->listen_returned = true;
+  if (!impl_->listener) fail("HttpServer::start: bind() first");
+  impl_->listener->start();
 }
 
 void HttpServer::begin_shutdown() {
@@ -114,20 +97,20 @@ bool HttpServer::wait_idle(double timeout_s) {
                                      [&] { return impl_->ctx.live.empty(); });
 }
 
-void HttpServer::stop() {
+void HttpServer::stop(double drain_s) {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   impl_->ctx.shutting_down = true;
   impl_->abort_all();
-  if (impl_->svr.is_running()) {
-    impl_->svr.stop();
-    // The listener joins its workers before it returns; keep aborting what a handler may still
-    // have submitted meanwhile so none of them waits for a long generation.
-    while (!impl_->listen_returned) {
-      impl_->abort_all();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+  // Streams send their final events to clients that read them; then every socket closes.
+  const double until = now_seconds() + drain_s;
+  while (in_flight() > 0 && now_seconds() < until) {
+    impl_->abort_all();  // what a handler may have submitted meanwhile
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_->listener) impl_->listener->stop();
+  // The engine delivers the last aborted outputs on its own thread: wait (briefly) for every
+  // generation to leave the live set before the context they report to goes away.
+  wait_idle(2.0);
 }
 
 int HttpServer::in_flight() const {

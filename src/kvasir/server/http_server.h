@@ -1,11 +1,14 @@
-// HttpServer: Kvasir's OpenAI-compatible HTTP API over an Engine (cpp-httplib).
+// HttpServer: Kvasir's OpenAI-compatible HTTP API over an Engine.
 //
-// Routes:
+// Routes (routes.h has the table):
 //   POST /v1/completions        prompt (string, token ids, or a batch of either) -> text
 //   POST /v1/chat/completions   messages rendered with the chat template -> assistant message
-//   GET  /v1/models, /v1/models/{id}
-//   GET  /health                200 {"status":"ok"}; 503 while shutting down
-//   GET  /metrics               Prometheus text format 0.0.4 (see serving_metrics.h)
+//   GET  /v1/models, /v1/models/{id}   the model card, with its context, vocabulary, dtypes
+//   POST /tokenize, /detokenize        llama-server's shapes
+//   GET  /health                200 {"status":"ok", version, build, backend}; 503 while shutting
+//                               down
+//   GET  /metrics               Prometheus text format 0.0.4 (see serving_metrics.h); behind the
+//                               API keys when metrics_require_key
 // Both generation routes accept the OpenAI parameters listed in openai_request.h, n choices
 // (each an independent engine request; with a seed, choice j uses seed + j), logprobs in each
 // endpoint's shape, and stream=true: server-sent events "data: {chunk}\n\n" ending with
@@ -17,22 +20,30 @@
 //
 // Errors are OpenAI error objects (api_error.h): malformed JSON, wrong types, bad UTF-8, invalid
 // ranges, prompt or prompt + max_tokens beyond the context -> 400; missing/wrong bearer key when
-// keys are configured -> 401 (/v1 routes only); unknown model or route -> 404; wrong method ->
-// 405; more than max_queue requests waiting -> 429 + Retry-After; shutting down -> 503 +
-// Retry-After. No input can crash the server: handlers catch everything.
+// keys are configured -> 401 (answered before the body is read); unknown model or route -> 404;
+// wrong method -> 405; body over max_body_bytes -> 413; head over the limit -> 431; more than
+// max_queue requests waiting -> 429 + Retry-After; shutting down -> 503 + Retry-After. No input
+// can crash the server: handlers catch everything. The transport (http_listener.h) bounds what
+// slow or hostile clients can hold: header and body deadlines, connection caps, write timeouts.
+// Every response carries X-Request-Id (the client's, when well-formed, else a new one); with
+// log_requests every request gets one access-log line with it (util/log.h).
 //
-// A streaming client that disconnects is noticed at the next write (outputs, or an SSE comment
-// sent after heartbeat_s of silence) and its engine requests are aborted, which frees their KV
-// blocks. A non-streaming request's socket is watched while it waits (peer_socket.h): a client
-// that hung up aborts it too (logged as 499).
+// A streaming client that disconnects or stops reading is noticed at the next write (outputs, or
+// an SSE comment sent after heartbeat_s of silence; a write that the client does not take within
+// write_timeout_s fails) and its engine requests are aborted, which frees their KV blocks; while
+// such a write waits, at most max_unread_outputs outputs queue up before the request is aborted. A
+// non-streaming request's socket is watched while it waits: a client that closed it aborts the
+// generation too. When the server stops, streams end with an error event (code
+// server_shutting_down) and [DONE]; whole answers are 503.
 //
-// Lifetime: the Engine and Tokenizer must outlive the server. The server ignores SIGPIPE for the
-// whole process (writes to closed sockets must fail, not kill it).
+// Lifetime: the Engine and Tokenizer must outlive the server.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvasir/engine.h"
 #include "kvasir/server/api_keys.h"
@@ -42,17 +53,48 @@
 
 namespace kvasir::server {
 
+// What /v1/models and /health say about the model and the build (filled by the caller).
+struct ModelInfo {
+  int n_ctx_train = 0;
+  int n_vocab = 0;
+  int64_t n_params = 0;
+  int64_t size_bytes = 0;
+  std::string weight_type;  // e.g. "q4_0"
+  std::string kv_type;      // e.g. "f16"
+  std::string backend;      // e.g. "cpu (AVX3, 2 threads)"
+  std::string version;      // the server's version and build, e.g. "0.1.0 (abc1234, Release)"
+};
+
 struct ServerConfig {
   std::string model_name = "model";  // the id of /v1/models; requests naming another get 404
   std::string chat_template;         // template source; empty: /v1/chat/completions answers 400
   ApiKeys api_keys;                  // empty: no auth
   Prices prices;
+  ModelInfo model_info;
   int max_queue = 0;     // waiting requests before 429; 0: no limit
   int http_threads = 0;  // 0: engine max_seqs + max_queue (or max_seqs) + 16
   int retry_after_s = 1;
   size_t max_body_bytes = size_t{32} << 20;
-  double heartbeat_s = 1.0;   // SSE comment after this much silence
-  bool log_requests = false;  // one line per request on stderr
+  size_t max_header_bytes = size_t{64} << 10;
+  double heartbeat_s = 1.0;  // SSE comment after this much silence
+  // Outputs (about one per token) queued for a client that stopped reading its stream before
+  // the request is aborted and its KV freed (Generation::limit_backlog); 0: no bound.
+  size_t max_unread_outputs = 1024;
+  bool log_requests = false;         // one access-log line per request
+  bool metrics_require_key = false;  // /metrics behind the API keys (when there are keys)
+  // CORS: origins allowed to call the API from a browser ("*": any); empty: no CORS headers.
+  std::vector<std::string> cors_origins;
+  // Transport (http_listener.h).
+  bool reuse_port = false;  // SO_REUSEPORT: several servers share the port (opt-in only)
+  double header_timeout_s = 10;
+  double body_timeout_s = 60;
+  double idle_timeout_s = 30;
+  double write_timeout_s = 30;
+  int max_connections = 4096;
+  int max_connections_per_client = 1024;
+  int send_buffer_bytes = 0;
+  std::string tls_cert_file;  // both set: HTTPS
+  std::string tls_key_file;
 };
 
 class HttpServer {
@@ -63,19 +105,19 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the listening socket; port 0 picks a free one. Returns the port. Throws kvasir::Error.
+  // Binds the listening socket; port 0 picks a free one. Returns the port. Throws kvasir::Error
+  // naming host:port when it cannot (e.g. "Address already in use").
   int bind(const std::string& host, int port);
-  // Serves on a background thread (returns once it accepts connections) ...
+  // Serves on background threads; returns once it accepts connections.
   void start();
-  // ... or on the calling thread, until stop() is called from another thread.
-  void run();
 
   // New /v1 requests get 503 from now on; requests in flight continue.
   void begin_shutdown();
   // Waits until no generation is in flight; false on timeout.
   bool wait_idle(double timeout_s);
-  // Aborts generations in flight, stops listening, joins the serving thread. Idempotent.
-  void stop();
+  // Aborts generations in flight, gives their streams up to `drain_s` to send their final
+  // events, then closes every connection and joins the threads. Idempotent.
+  void stop(double drain_s = 0.5);
 
   int in_flight() const;
   const ServerConfig& config() const;

@@ -37,6 +37,7 @@ std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<cons
   check_capacity(ctx, job->n_choices());
   auto gen = std::make_shared<Generation>(job->n_choices(), start,
                                           [&ctx, job](Generation& g) { finished(ctx, job, g); });
+  gen->limit_backlog(ctx.cfg.max_unread_outputs, ctx.engine);
   {
     std::lock_guard<std::mutex> lock(ctx.live_mu);
     ctx.live[gen.get()] = gen;

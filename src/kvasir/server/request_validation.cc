@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kvasir/server/api_error.h"
 
 namespace kvasir::server {
@@ -48,6 +50,18 @@ void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
                     "of the {} or max_tokens.",
                     ctx_len, n + sp.max_tokens, n, field, sp.max_tokens, field),
         "max_tokens", "context_length_exceeded");
+}
+
+void check_text_size(const RouteContext& ctx, std::string_view text, const char* field) {
+  const size_t per_token = std::max<size_t>(ctx.tok.vocab().max_token_len, 4);
+  const size_t ctx_len = static_cast<size_t>(ctx.engine.max_model_len());
+  const size_t min_tokens = (text.size() + per_token - 1) / per_token;
+  if (min_tokens >= ctx_len)
+    throw ApiError::bad_request(
+        fmt::format("This model's maximum context length is {} tokens, but the {} is {} bytes: "
+                    "at least {} tokens. Please shorten the {}.",
+                    ctx_len, field, text.size(), min_tokens, field),
+        field, "context_length_exceeded");
 }
 
 void check_capacity(const RouteContext& ctx, int n_new) {

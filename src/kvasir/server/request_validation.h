@@ -11,11 +11,17 @@
 //                   param ("prompt", "messages").
 //   check_capacity  503 server_shutting_down while shutting down; 429 server_overloaded when
 //                   max_queue is set, requests are waiting, and n_new more would exceed it.
+//   check_text_size 400 context_length_exceeded, before tokenizing, for a text so long that it
+//                   cannot fit the context however it tokenizes: a token covers at most the
+//                   vocabulary's longest token text (raw bytes per token are never more; at least
+//                   4, a whole UTF-8 character as one unknown token), so a text of B bytes has at
+//                   least B / that many tokens. Tokenizing a 30 MB prompt first would cost a GB.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvasir/sampling/sampling_params.h"
@@ -31,5 +37,6 @@ void check_sampling(const RouteContext& ctx, const SamplingParams& sp);
 void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
                   const SamplingParams& sp, const char* field);
 void check_capacity(const RouteContext& ctx, int n_new);
+void check_text_size(const RouteContext& ctx, std::string_view text, const char* field);
 
 }  // namespace kvasir::server

@@ -13,12 +13,12 @@ RouteContext::RouteContext(Engine& e, const Tokenizer& t, ServerConfig c)
   }
 }
 
-void RouteContext::send_json(httplib::Response& res, int status, const Json& body) const {
+void RouteContext::send_json(HttpResponse& res, int status, const Json& body) const {
   res.status = status;
   res.set_content(dump_json(body), "application/json");
 }
 
-void RouteContext::send_error(httplib::Response& res, const ApiError& e) const {
+void RouteContext::send_error(HttpResponse& res, const ApiError& e) const {
   if (e.status() == 429 || e.status() == 503)
     res.set_header("Retry-After", fmt::format("{}", cfg.retry_after_s));
   if (e.status() == 401) res.set_header("WWW-Authenticate", "Bearer");

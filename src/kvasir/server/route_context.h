@@ -6,14 +6,12 @@
 // shutting-down flag, and the generations in flight: `live`, guarded by live_mu, with live_cv
 // notified whenever one leaves it. HttpServer owns one RouteContext, built before any route is
 // installed and destroyed only after the listener stopped, so a handler (or a streaming content
-// provider) may hold a reference to it for as long as it runs.
+// producer) may hold a reference to it for as long as it runs.
 //
 // send_json() and send_error() are how every handler answers: send_error() writes the ApiError's
 // object with its status and adds Retry-After (retry_after_s) to 429 and 503 and
 // "WWW-Authenticate: Bearer" to 401.
 #pragma once
-
-#include <httplib.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +27,7 @@
 #include "kvasir/server/chat_prompt.h"
 #include "kvasir/server/generation.h"
 #include "kvasir/server/http_server.h"
+#include "kvasir/server/http_types.h"
 #include "kvasir/server/openai_response.h"
 #include "kvasir/server/serving_metrics.h"
 #include "kvasir/tokenizer/tokenizer.h"
@@ -39,8 +38,8 @@ struct RouteContext {
   // Throws kvasir::Error if the chat template does not parse.
   RouteContext(Engine& e, const Tokenizer& t, ServerConfig c);
 
-  void send_json(httplib::Response& res, int status, const Json& body) const;
-  void send_error(httplib::Response& res, const ApiError& e) const;
+  void send_json(HttpResponse& res, int status, const Json& body) const;
+  void send_error(HttpResponse& res, const ApiError& e) const;
   // The /metrics text (engine gauges refreshed).
   std::string expose();
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <string>
 
@@ -10,116 +11,211 @@
 #include "kvasir/server/completion_routes.h"
 #include "kvasir/server/openai_response.h"
 #include "kvasir/server/request_validation.h"
+#include "kvasir/server/tokenize_routes.h"
+#include "kvasir/util/log.h"
 
 namespace kvasir::server {
 
 namespace {
 
-// The known routes and their methods (for 405 vs 404).
-const char* allowed_methods(const std::string& path) {
-  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
-  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" ||
-      path == "/metrics")
-    return "GET, HEAD";
-  return nullptr;
-}
+enum class Guard {
+  kPublic,   // no key asked
+  kKeyed,    // the API key, when keys are configured
+  kApi,      // the key, and 503 while shutting down
+  kMetrics,  // keyed when metrics_require_key
+};
+
+using RouteFn = void (*)(RouteContext&, const HttpRequest&, HttpResponse&, const ClientState&,
+                         const std::string& key);
+
+struct Route {
+  const char* path;  // exact, or a prefix when it ends with '/'
+  const char* methods;
+  Guard guard;
+  RouteFn fn;
+};
 
 Json model_card(const RouteContext& ctx) {
+  const ModelInfo& m = ctx.cfg.model_info;
+  Json meta{{"n_ctx", ctx.engine.max_model_len()},
+            {"n_ctx_train", m.n_ctx_train},
+            {"n_vocab", m.n_vocab},
+            {"n_params", m.n_params},
+            {"size", m.size_bytes},
+            {"quantization", m.weight_type},
+            {"kv_cache_dtype", m.kv_type}};
   return Json{{"id", ctx.cfg.model_name},
               {"object", "model"},
               {"created", ctx.created},
               {"owned_by", "kvasir"},
-              {"max_model_len", ctx.engine.max_model_len()}};
+              {"max_model_len", ctx.engine.max_model_len()},
+              {"meta", std::move(meta)}};
 }
 
-void models(RouteContext& ctx, const httplib::Request&, httplib::Response& res,
+void models(RouteContext& ctx, const HttpRequest&, HttpResponse& res, const ClientState&,
             const std::string&) {
   ctx.send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_card(ctx)})}});
 }
 
-void model_by_id(RouteContext& ctx, const httplib::Request& req, httplib::Response& res,
+void model_by_id(RouteContext& ctx, const HttpRequest& req, HttpResponse& res, const ClientState&,
                  const std::string&) {
-  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
-  check_model(ctx, id);
+  check_model(ctx, req.path.substr(std::string_view("/v1/models/").size()));
   ctx.send_json(res, 200, model_card(ctx));
 }
 
-using ApiHandler = void (*)(RouteContext&, const httplib::Request&, httplib::Response&,
-                            const std::string&);
+void health(RouteContext& ctx, const HttpRequest&, HttpResponse& res, const ClientState&,
+            const std::string&) {
+  const ModelInfo& m = ctx.cfg.model_info;
+  Json body{{"status", ctx.shutting_down ? "shutting_down" : "ok"},
+            {"model", ctx.cfg.model_name},
+            {"version", m.version},
+            {"backend", m.backend}};
+  if (ctx.shutting_down) res.set_header("Retry-After", fmt::format("{}", ctx.cfg.retry_after_s));
+  ctx.send_json(res, ctx.shutting_down ? 503 : 200, body);
+}
 
-// Wraps a /v1 handler: auth, shutdown, and every failure answered as an error object.
-httplib::Server::Handler api(RouteContext& ctx, ApiHandler h) {
-  return [&ctx, h](const httplib::Request& req, httplib::Response& res) {
-    try {
-      const std::string key = authorize(ctx.cfg.api_keys, req);
-      if (ctx.shutting_down)
-        throw ApiError(503, "The server is shutting down; retry on another replica.", {},
-                       "server_shutting_down");
-      h(ctx, req, res, key);
-    } catch (const ApiError& e) {
-      ctx.send_error(res, e);
-    } catch (const std::exception& e) {
-      ctx.send_error(res, ApiError(500, fmt::format("internal error: {}", e.what())));
-    } catch (...) {
-      ctx.send_error(res, ApiError(500, "internal error"));
-    }
-  };
+void metrics(RouteContext& ctx, const HttpRequest&, HttpResponse& res, const ClientState&,
+             const std::string&) {
+  res.status = 200;
+  res.set_content(ctx.expose(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+const Route kRoutes[] = {
+    {"/v1/completions", "POST", Guard::kApi, &completions},
+    {"/v1/chat/completions", "POST", Guard::kApi, &chat_completions},
+    {"/v1/models", "GET, HEAD", Guard::kApi, &models},
+    {"/v1/models/", "GET, HEAD", Guard::kApi, &model_by_id},
+    {"/tokenize", "POST", Guard::kKeyed, &tokenize},
+    {"/detokenize", "POST", Guard::kKeyed, &detokenize},
+    {"/health", "GET, HEAD", Guard::kPublic, &health},
+    {"/metrics", "GET, HEAD", Guard::kMetrics, &metrics},
+};
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes) {
+    const std::string_view p = r.path;
+    if (p.back() == '/' ? path.size() > p.size() && path.compare(0, p.size(), p) == 0 : path == p)
+      return &r;
+  }
+  return nullptr;
+}
+
+bool method_allowed(const Route& r, const std::string& method) {
+  std::string_view m = r.methods;
+  size_t pos = 0;
+  while (pos < m.size()) {
+    size_t end = m.find(", ", pos);
+    if (end == std::string_view::npos) end = m.size();
+    if (m.substr(pos, end - pos) == method) return true;
+    pos = end + 2;
+  }
+  return false;
+}
+
+bool keyed(const RouteContext& ctx, Guard g) {
+  return g == Guard::kKeyed || g == Guard::kApi ||
+         (g == Guard::kMetrics && ctx.cfg.metrics_require_key);
 }
 
 }  // namespace
 
-void install_routes(httplib::Server& svr, RouteContext& ctx) {
-  svr.Post("/v1/completions", api(ctx, &completions));
-  svr.Post("/v1/chat/completions", api(ctx, &chat_completions));
-  svr.Get("/v1/models", api(ctx, &models));
-  svr.Get(R"(/v1/models/(.+))", api(ctx, &model_by_id));
-  svr.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
-    if (ctx.shutting_down) {
-      res.set_header("Retry-After", fmt::format("{}", ctx.cfg.retry_after_s));
-      ctx.send_json(res, 503, Json{{"status", "shutting_down"}});
-    } else {
-      ctx.send_json(res, 200, Json{{"status", "ok"}});
-    }
-  });
-  svr.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
-    res.status = 200;
-    res.set_content(ctx.expose(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+void Router::add_cors(const HttpRequest& req, HttpResponse& res) const {
+  const auto& allowed = ctx_.cfg.cors_origins;
+  if (allowed.empty()) return;
+  const auto origin = req.header("Origin");
+  if (!origin) return;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), *origin) == allowed.end()) return;
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : std::string(*origin));
+  if (!any) res.set_header("Vary", "Origin");
+  res.set_header("Access-Control-Expose-Headers", "X-Request-Id");
+}
 
-  // Responses without a body at status >= 400 come from httplib itself (no route, payload too
-  // large, bad request line): give them OpenAI error bodies; a known path with another method
-  // is 405.
-  httplib::Server::HandlerWithResponse on_error = [&ctx](const httplib::Request& req,
-                                                         httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    if (res.status == 404) {
-      if (const char* allow = allowed_methods(req.path)) {
-        res.status = 405;
-        res.set_header("Allow", allow);
-        message =
-            fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path, allow);
-      } else {
-        message = fmt::format("Unknown route: {} {}", req.method, req.path);
+std::optional<HttpResponse> Router::screen(const HttpRequest& head) {
+  HttpResponse res;
+  const Route* r = find_route(head.path);
+  try {
+    if (!r)
+      throw ApiError(404, fmt::format("Unknown route: {} {}", head.method, head.path), {},
+                     "not_found");
+    if (head.method == "OPTIONS") {
+      res.status = 204;
+      res.content_type.clear();
+      res.set_header("Allow", std::string(r->methods) + ", OPTIONS");
+      add_cors(head, res);
+      if (!res.headers.empty() && head.header("Origin")) {
+        res.set_header("Access-Control-Allow-Methods", std::string(r->methods) + ", OPTIONS");
+        res.set_header("Access-Control-Allow-Headers",
+                       std::string(head.header("Access-Control-Request-Headers")
+                                       .value_or("Authorization, Content-Type, X-Request-Id")));
+        res.set_header("Access-Control-Max-Age", "600");
       }
-    } else if (res.status == 413) {
-      message = fmt::format("The request body is larger than the {} bytes allowed.",
-                            ctx.cfg.max_body_bytes);
-    } else {
-      message = fmt::format("HTTP error {}", res.status);
+      return res;
     }
-    const std::string code = res.status == 404   ? "not_found"
-                             : res.status == 405 ? "method_not_allowed"
-                                                 : "";
-    ApiError e(res.status, message, {}, code);
-    res.set_content(dump_json(e.to_json()), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  };
-  svr.set_error_handler(on_error);
-  svr.set_exception_handler(
-      [&ctx](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        ctx.send_error(res, ApiError(500, "internal error"));
-      });
+    if (!method_allowed(*r, head.method)) {
+      res.set_header("Allow", r->methods);
+      throw ApiError(405,
+                     fmt::format("Method {} is not allowed for {}; use {}.", head.method, head.path,
+                                 r->methods),
+                     {}, "method_not_allowed");
+    }
+    if (keyed(ctx_, r->guard)) authorize(ctx_.cfg.api_keys, head);
+    if (r->guard == Guard::kApi && ctx_.shutting_down)
+      throw ApiError(503, "The server is shutting down; retry on another replica.", {},
+                     "server_shutting_down");
+  } catch (const ApiError& e) {
+    ctx_.send_error(res, e);
+    add_cors(head, res);
+    return res;
+  }
+  return std::nullopt;
+}
+
+void Router::handle(const HttpRequest& req, HttpResponse& res, const ClientState& client) {
+  std::string key = "none";
+  try {
+    const Route* r = find_route(req.path);
+    if (!r) throw ApiError(404, fmt::format("Unknown route: {} {}", req.method, req.path));
+    if (keyed(ctx_, r->guard)) key = authorize(ctx_.cfg.api_keys, req);
+    r->fn(ctx_, req, res, client, key);
+  } catch (const ApiError& e) {
+    res = HttpResponse{};
+    ctx_.send_error(res, e);
+  } catch (const std::exception& e) {
+    res = HttpResponse{};
+    ctx_.send_error(res, ApiError(500, fmt::format("internal error: {}", e.what())));
+  } catch (...) {
+    res = HttpResponse{};
+    ctx_.send_error(res, ApiError(500, "internal error"));
+  }
+  add_cors(req, res);
+  if (key != "none") res.log_fields.push_back({"key", key});
+}
+
+void Router::on_complete(const HttpRequest& req, const HttpResponse& res, double duration_s,
+                         bool completed) {
+  ctx_.metrics.record_http(res.status);
+  if (!ctx_.cfg.log_requests) return;
+  std::vector<log::Field> fields;
+  fields.reserve(res.log_fields.size() + 4);
+  fields.emplace_back("status", res.status);
+  fields.emplace_back("duration_ms", duration_s * 1000.0);
+  fields.emplace_back("client", req.remote_addr);
+  if (!completed) fields.emplace_back("completed", false);
+  for (const auto& f : res.log_fields) {
+    std::visit([&](const auto& v) { fields.emplace_back(f.name, v); }, f.value);
+  }
+  log::write(log::Level::kInfo, req.request_id, fmt::format("{} {}", req.method, req.path), fields);
+}
+
+HttpResponse Router::transport_error(int status, std::string message) {
+  HttpResponse res;
+  std::string code;
+  if (status == 413) code = "request_too_large";
+  if (status == 431) code = "request_header_fields_too_large";
+  if (status == 503) code = "server_overloaded";
+  ctx_.send_error(res, ApiError(status, std::move(message), {}, code));
+  return res;
 }
 
 }  // namespace kvasir::server

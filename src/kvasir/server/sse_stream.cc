@@ -1,12 +1,13 @@
 #include "kvasir/server/sse_stream.h"
 
-#include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "kvasir/server/api_error.h"
+#include "kvasir/server/full_response.h"
 #include "kvasir/server/openai_response.h"
+#include "kvasir/util/log.h"
 #include "kvasir/util/timer.h"
 
 namespace kvasir::server {
@@ -46,13 +47,22 @@ std::string event_chunk(const RouteContext& ctx, const Job& job, const Generatio
                              ? completion_logprobs(o.tokens, ctx.tok, offsets[e.choice])
                              : Json(nullptr);
   }
-  choice["finish_reason"] = o.finished ? finish_reason_json(o.finish_reason, o.error) : nullptr;
+  // Aborted without an error: the server is stopping (a client that left reads nothing). There
+  // is no OpenAI finish reason for it: the choice ends with an error event instead.
+  const bool stopped = o.finished && o.finish_reason == FinishReason::kAbort && o.error.empty();
+  choice["finish_reason"] =
+      o.finished && !stopped ? finish_reason_json(o.finish_reason, o.error) : nullptr;
   Json chunk = chunk_base(ctx, job);
   chunk["choices"] = Json::array({std::move(choice)});
   if (job.include_usage) chunk["usage"] = nullptr;
-  out += sse_event(chunk);
+  if (!stopped || !o.text.empty()) out += sse_event(chunk);
   if (!o.error.empty()) {
     ApiError err(500, "generation failed: " + o.error);
+    out += sse_event(err.to_json());
+  }
+  if (stopped) {
+    ApiError err(503, "The server is shutting down; the request was aborted.", {},
+                 "server_shutting_down");
     out += sse_event(err.to_json());
   }
   return out;
@@ -85,57 +95,48 @@ std::string opening_chunks(const RouteContext& ctx, const Job& job, std::vector<
 
 }  // namespace
 
-void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<const Job> job,
+void stream_response(RouteContext& ctx, HttpResponse& res, std::shared_ptr<const Job> job,
                      std::shared_ptr<Generation> gen) {
-  struct State {
-    bool started = false;
-    double last_write = 0;
-    std::vector<int64_t> offsets;
-  };
-  auto st = std::make_shared<State>();
-  st->offsets.assign(static_cast<size_t>(job->n_choices()), 0);
-  st->last_write = now_seconds();
   res.status = 200;
+  res.content_type = "text/event-stream";
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [&ctx, job, gen, st](size_t, httplib::DataSink& sink) -> bool {
-        try {
-          std::string out;
-          if (!st->started) {
-            st->started = true;
-            out = opening_chunks(ctx, *job, st->offsets);
+  res.stream = [&ctx, job, gen](ResponseStream& out, std::vector<LogField>& log_fields) {
+    std::vector<int64_t> offsets(static_cast<size_t>(job->n_choices()), 0);
+    std::vector<Generation::Event> events;
+    double last_write = now_seconds();
+    std::string chunk = opening_chunks(ctx, *job, offsets);
+    bool done = false;
+    try {
+      while (!done) {
+        events.clear();
+        done = gen->wait(events, chunk.empty() ? ctx.cfg.heartbeat_s : 0.0);
+        for (const auto& e : events) chunk += event_chunk(ctx, *job, e, offsets);
+        if (done) {
+          if (job->include_usage) {
+            Json c = chunk_base(ctx, *job);
+            c["choices"] = Json::array();
+            c["usage"] = usage_of(*job, *gen).to_json(ctx.cfg.prices);
+            chunk += sse_event(c);
           }
-          std::vector<Generation::Event> events;
-          const bool done = gen->wait(events, out.empty() ? ctx.cfg.heartbeat_s : 0.0);
-          for (const auto& e : events) out += event_chunk(ctx, *job, e, st->offsets);
-          if (done) {
-            if (job->include_usage) {
-              Json chunk = chunk_base(ctx, *job);
-              chunk["choices"] = Json::array();
-              chunk["usage"] = usage_of(*job, *gen).to_json(ctx.cfg.prices);
-              out += sse_event(chunk);
-            }
-            out += kSseDone;
-          }
-          const double now = now_seconds();
-          if (out.empty() && now - st->last_write >= ctx.cfg.heartbeat_s)
-            out = ": keep-alive\n\n";  // an SSE comment: notices a client that went away
-          if (!out.empty()) {
-            if (!sink.write(out.data(), out.size())) return false;
-            st->last_write = now;
-          }
-          if (done) sink.done();
-          return true;
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "kvasir serve: stream failed: %s\n", e.what());
-          return false;
+          chunk += kSseDone;
         }
-      },
-      [&ctx, gen](bool success) {
-        if (!success) gen->abort(ctx.engine);  // client gone or server stopping
-      });
+        const double now = now_seconds();
+        if (chunk.empty() && now - last_write >= ctx.cfg.heartbeat_s)
+          chunk = ": keep-alive\n\n";  // an SSE comment: notices a client that went away
+        if (!chunk.empty()) {
+          if (!out.write(chunk)) break;  // client gone, too slow, or the server is closing
+          last_write = now;
+          chunk.clear();
+        }
+      }
+    } catch (const std::exception& e) {
+      log::error("stream of {} failed: {}", job->id, e.what());
+      done = false;
+    }
+    if (!done) gen->abort(ctx.engine);
+    if (done) add_log_fields(log_fields, *job, *gen);
+  };
 }
 
 }  // namespace kvasir::server

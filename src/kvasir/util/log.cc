@@ -85,7 +85,7 @@ bool enabled(Level l) {
 }
 
 std::string format_line(Level l, std::string_view request_id, std::string_view message,
-                        std::initializer_list<Field> fields, Format format, int64_t unix_ms) {
+                        std::span<const Field> fields, Format format, int64_t unix_ms) {
   if (format == Format::kJson) {
     nlohmann::ordered_json j;
     j["ts"] = timestamp(unix_ms);
@@ -135,6 +135,11 @@ std::string format_line(Level l, std::string_view request_id, std::string_view m
 
 void write(Level l, std::string_view request_id, std::string_view message,
            std::initializer_list<Field> fields) {
+  write(l, request_id, message, std::span<const Field>(fields.begin(), fields.size()));
+}
+
+void write(Level l, std::string_view request_id, std::string_view message,
+           std::span<const Field> fields) {
   if (!enabled(l)) return;
   const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())

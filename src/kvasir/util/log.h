@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -48,6 +49,8 @@ struct Field {
 // One line: level, message, the request it belongs to (may be empty), fields.
 void write(Level l, std::string_view request_id, std::string_view message,
            std::initializer_list<Field> fields = {});
+void write(Level l, std::string_view request_id, std::string_view message,
+           std::span<const Field> fields);
 
 template <class... A>
 void debug(fmt::format_string<A...> f, A&&... a) {
@@ -68,6 +71,6 @@ void error(fmt::format_string<A...> f, A&&... a) {
 
 // The text of one line as write() would print it (tests).
 std::string format_line(Level l, std::string_view request_id, std::string_view message,
-                        std::initializer_list<Field> fields, Format format, int64_t unix_ms);
+                        std::span<const Field> fields, Format format, int64_t unix_ms);
 
 }  // namespace kvasir::log
