@@ -116,6 +116,8 @@ class Engine {
   EngineStats stats() const;
   const EngineConfig& config() const;
   int max_model_len() const;
+  // The kernel backend running the model, e.g. "cpu (AVX3, 2 threads)" (Backend::description).
+  std::string backend_description() const;
   // Called (engine thread) after every step with the stats as they are then, for metrics.
   void set_step_observer(std::function<void(const EngineStats&)> fn);
 

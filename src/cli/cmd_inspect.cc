@@ -28,11 +28,12 @@ Runner add_inspect(CLI::App& app) {
     if (f.has("general.architecture")) {
       try {
         ModelConfig c = read_model_config(f);
-        fmt::print("\narchitecture: {}  dim {}  layers {}  heads {}/{} (kv)  head_dim {}  ffn {}  "
-                   "ctx {}  rope base {} ({}{})  rms eps {}\n",
-                   c.arch, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
-                   c.ctx_train, c.rope_base, c.rope_neox ? "neox" : "normal",
-                   c.rope_scaling == "none" ? "" : ", scaling " + c.rope_scaling, c.rms_eps);
+        fmt::print(
+            "\narchitecture: {}  dim {}  layers {}  heads {}/{} (kv)  head_dim {}  ffn {}  "
+            "ctx {}  rope base {} ({}{})  rms eps {}\n",
+            c.arch, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.ctx_train,
+            c.rope_base, c.rope_neox ? "neox" : "normal",
+            c.rope_scaling == "none" ? "" : ", scaling " + c.rope_scaling, c.rms_eps);
       } catch (const Error& e) {
         fmt::print("\narchitecture: not runnable by kvasir: {}\n", e.what());
       }
@@ -42,7 +43,8 @@ Runner add_inspect(CLI::App& app) {
                "dtype", "shape", "bytes");
     for (const auto& t : f.tensors()) {
       std::string shape;
-      for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.shape[i]);
+      for (size_t i = 0; i < t.shape.size(); ++i)
+        shape += (i ? " x " : "") + std::to_string(t.shape[i]);
       fmt::print("  {:<36} {:<6} {:<22} {:>12}\n", t.name, dtype_name(t.type), shape, t.nbytes);
       total += t.nbytes;
     }

@@ -2,13 +2,12 @@
 // perplexity (see eval/perplexity.h for the method).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 #include "kvasir/eval/perplexity.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
@@ -24,24 +23,24 @@ Runner add_perplexity(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF model")->required();
-  cmd->add_option("-f,--file", o->file, "Text file")->required();
-  cmd->add_option("-c,--ctx", o->ctx, "Context length per chunk (default 512)");
+  cmd->add_option("-f,--file", o->file, "Text file (UTF-8)")->required();
+  cmd->add_option("-c,--ctx,--ctx-size", o->ctx, "Context length per chunk (default 512)");
   cmd->add_option("--chunks", o->chunks, "Evaluate at most this many chunks");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
-  cmd->add_option("-b,--batch", o->batch, "Tokens per forward step");
+  cmd->add_option("-b,--batch,--batch-size", o->batch, "Tokens per forward step");
   cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 or f32");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   return [o]() {
-    std::ifstream in(o->file, std::ios::binary);
-    if (!in) fail("{}: cannot read", o->file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto model = Model::load(o->model);
-    Tokenizer tok = Tokenizer::from_gguf(model->file());
-    auto tokens = tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
+    // Inputs first: a binary file (e.g. -f model.gguf) is refused, not scored as text.
+    check_input_file(o->model, "model");
+    check_text_file(o->file, "text file");
     auto kvt = dtype_from_name(o->kv_type);
     if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
       fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    const std::string text = read_input_file(o->file, "text file");
+    auto model = Model::load(o->model);
+    Tokenizer tok = Tokenizer::from_gguf(model->file());
+    auto tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
     ThreadPool pool(o->threads);
     PerplexityOptions po;
     po.ctx = o->ctx;
@@ -54,14 +53,20 @@ Runner add_perplexity(CLI::App& app) {
     };
     PerplexityResult r = perplexity(*model, pool, tokens, po, progress);
     if (o->json) {
-      nlohmann::json j = {{"ppl", r.ppl},         {"tokens", r.scored}, {"chunks", r.chunks},
-                          {"ctx", o->ctx},        {"nll", r.nll},       {"seconds", r.seconds},
-                          {"text_tokens", tokens.size()}, {"model", o->model}};
+      nlohmann::json j = {{"ppl", r.ppl},
+                          {"tokens", r.scored},
+                          {"chunks", r.chunks},
+                          {"ctx", o->ctx},
+                          {"nll", r.nll},
+                          {"seconds", r.seconds},
+                          {"text_tokens", tokens.size()},
+                          {"model", o->model}};
       fmt::print("{}\n", j.dump());
     } else {
-      fmt::print("perplexity: {:.4f} over {} scored tokens ({} chunks of {}; {} text tokens) in "
-                 "{:.2f} s\n",
-                 r.ppl, r.scored, r.chunks, o->ctx, tokens.size(), r.seconds);
+      fmt::print(
+          "perplexity: {:.4f} over {} scored tokens ({} chunks of {}; {} text tokens) in "
+          "{:.2f} s\n",
+          r.ppl, r.scored, r.chunks, o->ctx, tokens.size(), r.seconds);
     }
     return 0;
   };

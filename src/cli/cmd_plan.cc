@@ -26,10 +26,11 @@ Runner add_plan(CLI::App& app) {
   cmd->add_option("--memory", o->memory,
                   "Memory budget, weights included (e.g. 8GiB, 512MiB, 2G; default: 90% of the "
                   "available memory)");
-  cmd->add_option("-c,--ctx", o->plan.ctx,
+  cmd->add_option("-c,--ctx,--ctx-size,--max-model-len", o->plan.ctx,
                   "Max tokens per sequence (default: the model's context)");
-  cmd->add_option("--max-seqs", o->plan.max_seqs, "Sequences running at once (default 64)");
-  cmd->add_option("--max-batched-tokens", o->plan.max_batched_tokens,
+  cmd->add_option("--max-seqs,--max-num-seqs", o->plan.max_seqs,
+                  "Sequences running at once (default 64)");
+  cmd->add_option("--max-batched-tokens,--max-num-batched-tokens", o->plan.max_batched_tokens,
                   "Tokens per engine step (default 512)");
   cmd->add_option("--kv-dtype,--kv-type", o->kv_dtype, "KV cache dtype: f16 (default) or f32");
   cmd->add_option("--margin", o->margin, "Fixed headroom kept free (default 64MiB)");

@@ -1,16 +1,17 @@
-// kvasir run -m FILE -p PROMPT [-n N] [sampling options]: generates text from a prompt, streaming
-// the generated text (only) to stdout as tokens arrive; load and speed figures go to stderr.
+// kvasir run [-m] FILE -p PROMPT [-n N] [sampling options]: generates text from a prompt,
+// streaming the generated text (only) to stdout as tokens arrive; load and speed figures go to
+// stderr. llama-cli's spellings work too (--ctx-size, --temperature, -s/--seed, --predict,
+// --batch-size).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 #include "kvasir/engine/sequence_runner.h"
 #include "kvasir/sampling/sampler.h"
 #include "kvasir/sampling/stop_matcher.h"
@@ -45,12 +46,13 @@ Runner add_run(CLI::App& app) {
   o->sp.top_p = 0.95f;
   o->sp.min_p = 0.05f;
   o->sp.penalty_last_n = 64;
-  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  add_model_option(cmd, o->model, /*positional=*/true);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  cmd->add_option("-n,--n-predict", o->n,
+  cmd->add_option("-n,--n-predict,--predict", o->n,
                   "Tokens to generate (default 256; -1: until EOS or the context is full)");
-  cmd->add_option("--temp", o->sp.temperature, "Temperature (0 = greedy; default 0.8)");
+  cmd->add_option("--temp,--temperature", o->sp.temperature,
+                  "Temperature (0 = greedy; default 0.8)");
   cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off; default 40)");
   cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off; default 0.95)");
   cmd->add_option("--min-p", o->sp.min_p, "Min-p (0 = off; default 0.05)");
@@ -58,24 +60,25 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--repeat-last-n", o->sp.penalty_last_n, "Penalty window (-1 = all; default 64)");
   cmd->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty (0 = off)");
   cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty (0 = off)");
-  cmd->add_option("--seed", o->seed, "Random seed (default: random, printed on stderr)");
-  cmd->add_option("--stop", o->sp.stop, "Stop string (repeatable)");
+  cmd->add_option("-s,--seed", o->seed, "Random seed (default: random, printed on stderr)");
+  cmd->add_option("--stop", o->sp.stop, "Stop string (repeatable)")->allow_extra_args(false);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-generation token");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
-  cmd->add_option("-c,--ctx", o->ctx, "Context size (default: prompt + n, at most the model's)");
-  cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward step (default 512)");
+  cmd->add_option("-c,--ctx,--ctx-size", o->ctx,
+                  "Context size (default: prompt + n, at most the model's)");
+  cmd->add_option("-b,--batch,--batch-size", o->batch,
+                  "Prompt tokens per forward step (default 512)");
   cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 (default) or f32");
   cmd->add_flag("!--no-parse-special", o->parse_special,
                 "Treat special-token text in the prompt as plain text");
   cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
   return [o]() {
+    // Every input is checked before anything loads.
+    check_input_file(o->model, "model");
     std::string prompt = o->prompt;
     if (!o->prompt_file.empty()) {
-      std::ifstream in(o->prompt_file, std::ios::binary);
-      if (!in) fail("{}: cannot read the prompt file", o->prompt_file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      prompt = ss.str();
+      check_text_file(o->prompt_file, "prompt file");
+      prompt = read_input_file(o->prompt_file, "prompt file");
     }
     auto kvt = dtype_from_name(o->kv_type);
     if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))

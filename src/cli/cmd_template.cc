@@ -1,4 +1,5 @@
-// kvasir template --chat-template FILE.jinja --messages MSGS.json: renders a chat template the
+// kvasir template --chat-template FILE.jinja|NAME --messages MSGS.json: renders a chat template
+// (a file, or a built-in such as chatml: chat/builtin_templates.h, BOS written as --bos) the
 // way Hugging Face's apply_chat_template(tokenize=False) does and prints the prompt to stdout
 // exactly (no newline added). MSGS.json is a JSON array of messages, or an object with
 // "messages" (and optionally "tools" and "chat_template_kwargs"), like an OpenAI chat request
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 #include "kvasir/chat/chat_template.h"
 #include "kvasir/util/error.h"
 
@@ -46,7 +48,10 @@ Runner add_template(CLI::App& app) {
     bool no_generation_prompt = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--chat-template", o->chat_template, "Jinja chat template file")->required();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "Jinja chat template file, or a built-in name (" +
+                      chat::builtin_template_names() + "); a file of that name wins")
+      ->required();
   cmd->add_option("--messages", o->messages,
                   "JSON file: an array of messages, or an object with \"messages\" (and \"tools\")")
       ->required();
@@ -58,7 +63,8 @@ Runner add_template(CLI::App& app) {
   cmd->add_option("--extra", o->extra,
                   "JSON file with an object of extra template variables (e.g. enable_thinking)");
   return [o]() {
-    std::string source = read_text(o->chat_template);
+    const ChatTemplateChoice choice = choose_chat_template(o->chat_template, "--chat-template");
+    std::string source = choice.source(/*add_bos=*/true);  // bos_token is --bos (default empty)
     chat::Json doc = read_json(o->messages, "an array of messages or an object with \"messages\"");
     chat::Json messages, tools = nullptr, extra = chat::Json::object();
     if (doc.is_array()) {

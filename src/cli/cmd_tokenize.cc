@@ -16,13 +16,15 @@
 namespace kvasir::cli {
 
 Runner add_tokenize(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenize", "Tokenize text (or detokenize ids) with a model's vocabulary");
+  auto* cmd =
+      app.add_subcommand("tokenize", "Tokenize text (or detokenize ids) with a model's vocabulary");
   struct Opts {
     std::string model, text, file;
     bool add_special = false, parse_special = false, detok = false, pieces = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocabulary-only file is enough)")->required();
+  cmd->add_option("-m,--model", o->model, "GGUF file (a vocabulary-only file is enough)")
+      ->required();
   cmd->add_option("text", o->text, "Text to tokenize (or a JSON array of ids with --detok)");
   cmd->add_option("-f,--file", o->file, "Read the text from a file instead");
   cmd->add_flag("--add-special", o->add_special, "Add BOS/EOS as the vocabulary says");

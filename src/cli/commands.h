@@ -2,9 +2,9 @@
 // on the CLI11 app; the callback runs the command and returns the process exit code.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <functional>

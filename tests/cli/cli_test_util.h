@@ -1,7 +1,7 @@
 // Helpers for the CLI tests, which run the real `kvasir` binary: bin() (the binary, $KVASIR_BIN
 // when set and not empty), tmp(name) (a file in this process's scratch folder) and
-// kvasir(args), one run with stdout and stderr captured separately. Model paths are in
-// test_util/paths.h.
+// kvasir(args), one run with stdout and stderr captured separately (kvasir_in(dir, env, args):
+// from another folder, with environment changes). Model paths are in test_util/paths.h.
 #pragma once
 
 #include <sys/wait.h>
@@ -39,6 +39,16 @@ struct Result {
 inline Result kvasir(const std::string& args) {
   std::string o = tmp("stdout"), e = tmp("stderr");
   std::string cmd = bin() + " " + args + " > " + o + " 2> " + e;
+  int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(o), read_file(e)};
+}
+
+// The same from the folder `dir` ("": this one) with `env` given to env(1) first (assignments
+// NAME=VALUE and -u NAME, shell-quoted), e.g. kvasir_in("", "-u KVASIR_MODELS X=1", "run ...").
+inline Result kvasir_in(const std::string& dir, const std::string& env, const std::string& args) {
+  std::string o = tmp("stdout"), e = tmp("stderr");
+  std::string cmd = (dir.empty() ? "" : "cd '" + dir + "' && ") + "env " + env + " " + bin() + " " +
+                    args + " > " + o + " 2> " + e;
   int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(o), read_file(e)};
 }

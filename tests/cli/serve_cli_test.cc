@@ -1,33 +1,42 @@
 // End-to-end tests of `kvasir plan`, `kvasir serve` and `kvasir bench serve` as a user runs them:
 // the real binary, a real listening socket on loopback, SIGTERM for shutdown.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cli_test_util.h"
 
 namespace kvasir::cli_test {
 namespace {
 
-// `kvasir serve ARGS --port 0` as a child process; the port is read from its startup line.
+// `kvasir serve --port 0 ARGS` (ARGS may give --port) as a child process; the port is read from its startup line.
 // The port of the log line "serving 'NAME' on http://HOST:PORT" (0 while not printed yet).
 // Plain string search: GCC 12's std::regex trips -Wmaybe-uninitialized under the sanitizers.
 int served_port(const std::string& log) {
   const size_t at = log.find("serving '");
   if (at == std::string::npos) return 0;
-  const size_t url = log.find(" on http://", at);
+  size_t url = log.find(" on http://", at);
+  if (url == std::string::npos) url = log.find(" on https://", at);
   if (url == std::string::npos) return 0;
-  const size_t colon = log.find(':', url + 11);
+  const size_t colon = log.find(':', log.find("://", url) + 3);
   if (colon == std::string::npos) return 0;
   size_t end = colon + 1;
   while (end < log.size() && std::isdigit(static_cast<unsigned char>(log[end]))) ++end;
@@ -37,14 +46,18 @@ int served_port(const std::string& log) {
 
 class Server {
  public:
-  explicit Server(const std::vector<std::string>& args)
+  // `env`: NAME=VALUE settings for the server's environment.
+  explicit Server(const std::vector<std::string>& args, const std::vector<std::string>& env = {})
       : log_(tmp("serve-" + std::to_string(++count_) + ".log")) {
     pid_ = ::fork();
     if (pid_ == 0) {
       int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 2);
       ::dup2(fd, 1);
-      std::vector<std::string> all{bin(), "serve", "--port", "0"};
+      for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<std::string> all{bin(), "serve"};
+      if (std::find(args.begin(), args.end(), "--port") == args.end())
+        all.insert(all.end(), {"--port", "0"});
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : all) argv.push_back(a.data());
@@ -180,6 +193,242 @@ TEST(CliBenchServe, DrivesTheServerAndReportsLatencies) {
   r = kvasir("bench serve --port " + std::to_string(s.port()) + " --requests 2");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("cannot list models"), std::string::npos) << r.err;
+}
+
+// The README's serving example, as written: its serve line's flags (the port aside: the test
+// takes a free one; [optional] parts left out) on the README's own model, then its chat body.
+struct ReadmeExample {
+  std::vector<std::string> serve_args;  // after "$K serve"
+  std::string chat_path, chat_body, content_type;
+};
+
+ReadmeExample readme_example() {
+  const std::string readme = read_file(std::string(KVASIR_SOURCE_DIR) + "/README.md");
+  const size_t use = readme.find("\n## Use\n");
+  EXPECT_NE(use, std::string::npos);
+  const std::string section = readme.substr(use, readme.find("\n## ", use + 1) - use);
+  ReadmeExample ex;
+  // The serve line, with its continuation lines.
+  size_t at = section.find("\n$K serve ");
+  EXPECT_NE(at, std::string::npos) << section;
+  std::string line;
+  for (size_t p = at + 1;;) {
+    size_t e = section.find('\n', p);
+    std::string l = section.substr(p, e - p);
+    const bool more = !l.empty() && l.find_last_not_of(' ') != std::string::npos &&
+                      l[l.find_last_not_of(' ')] == '\\';
+    if (more) l = l.substr(0, l.find_last_not_of(' '));
+    line += l + " ";
+    if (!more) break;
+    p = e + 1;
+  }
+  if (size_t hash = line.find('#'); hash != std::string::npos) line = line.substr(0, hash);
+  std::string words;
+  for (size_t i = 0, depth = 0; i < line.size(); ++i) {  // drop [optional] parts
+    if (line[i] == '[') depth++;
+    if (depth == 0) words += line[i];
+    if (line[i] == ']') depth--;
+  }
+  std::istringstream ws(words);
+  std::string w;
+  ws >> w >> w;  // "$K serve"
+  while (ws >> w) {
+    if (w == "\\") continue;
+    ex.serve_args.push_back(w);
+  }
+  // The curl line after it: URL path and -d body.
+  const size_t curl = section.find("\ncurl ", at);
+  EXPECT_NE(curl, std::string::npos) << section;
+  const std::string c = section.substr(curl + 1, section.find('\n', curl + 1) - curl - 1);
+  const size_t path = c.find("/v1/");
+  ex.chat_path = c.substr(path, c.find(' ', path) - path);
+  const size_t body = c.find("-d '") + 4;
+  ex.chat_body = c.substr(body, c.find('\'', body) - body);
+  // curl -d sends a form unless the line sets Content-Type.
+  ex.content_type = "application/x-www-form-urlencoded";
+  if (size_t h = c.find("Content-Type: "); h != std::string::npos)
+    ex.content_type = c.substr(h + 14, c.find_first_of("'\"", h) - h - 14);
+  return ex;
+}
+
+TEST(CliServe, TheReadmeServingExampleWorksAsWritten) {
+  ReadmeExample ex = readme_example();
+  std::vector<std::string> args;
+  bool has_model = false;
+  for (size_t i = 0; i < ex.serve_args.size(); ++i) {
+    const std::string& a = ex.serve_args[i];
+    if (a == "--port" && i + 1 < ex.serve_args.size()) {  // Server passes --port 0
+      ++i;
+      continue;
+    }
+    // The README's model path is relative to the repository; this test may run elsewhere.
+    if (a.find("stories260K.gguf") != std::string::npos) {
+      args.push_back(stories());
+      has_model = true;
+      continue;
+    }
+    args.push_back(a);
+  }
+  ASSERT_TRUE(has_model) << "the README's serve line should use the README's model";
+  Server s(args);
+  ASSERT_GT(s.port(), 0) << s.log();
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(120);
+  auto res = c.Post(ex.chat_path, ex.chat_body, ex.content_type);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << ex.chat_path << " " << ex.chat_body << "\n" << res->body;
+  EXPECT_NE(res->body.find("data: "), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("chat.completion.chunk"), std::string::npos) << res->body;
+  EXPECT_EQ(s.terminate(), 0) << s.log();
+}
+
+TEST(CliServe, PositionalModelAndInlineApiKeysWithTheKeyFile) {
+  const std::string keys = tmp("keys.txt");
+  std::ofstream(keys) << "# keys\nsk-from-file\n";
+  // vLLM's `serve MODEL`; one key on the command line, one from the environment, one in a file.
+  Server s({stories(), "--memory", "256MiB", "-t", "1", "--chat-template", "chatml", "--api-key",
+            "sk-inline-one", "--api-key-file", keys},
+           {"KVASIR_MAX_SEQS=4"});
+  ASSERT_GT(s.port(), 0) << s.log();
+  httplib::Client c("127.0.0.1", s.port());
+  const std::string body = R"({"prompt":"Once","max_tokens":2,"temperature":0})";
+  auto no_key = c.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+  for (const char* key : {"sk-inline-one", "sk-from-file"}) {
+    auto res = c.Post("/v1/completions", {{"Authorization", std::string("Bearer ") + key}}, body,
+                      "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << key << ": " << res->body;
+  }
+  const std::string log = s.log();
+  EXPECT_NE(log.find("api_keys=2"), std::string::npos) << log;
+  EXPECT_NE(log.find("max_seqs=4"), std::string::npos) << log;  // from KVASIR_MAX_SEQS
+  EXPECT_NE(log.find("chat_template=\"chatml (built-in)\""), std::string::npos) << log;
+  EXPECT_EQ(log.find("sk-inline-one"), std::string::npos) << "a key was printed:\n" << log;
+  EXPECT_EQ(log.find("sk-from-file"), std::string::npos) << "a key was printed:\n" << log;
+  EXPECT_EQ(s.terminate(), 0) << log;
+}
+
+TEST(CliServe, ApiKeyFromTheEnvironment) {
+  Server s({"-m", stories(), "--memory", "256MiB", "-t", "1"}, {"KVASIR_API_KEY=sk-env-key"});
+  ASSERT_GT(s.port(), 0) << s.log();
+  httplib::Client c("127.0.0.1", s.port());
+  const std::string body = R"({"prompt":"Once","max_tokens":2,"temperature":0})";
+  auto res = c.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  res =
+      c.Post("/v1/completions", {{"Authorization", "Bearer sk-env-key"}}, body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(s.log().find("sk-env-key"), std::string::npos) << s.log();
+}
+
+// A raw loopback connection (for clients that misbehave: never read, read slowly).
+struct RawClient {
+  int fd = -1;
+  RawClient(int port, int rcvbuf) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~RawClient() {
+    if (fd >= 0) ::close(fd);
+  }
+  bool send_all(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // Everything until the peer closes (or timeout_s).
+  std::string read_all(double timeout_s) {
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    char buf[16384];
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(CliServe, ASecondServerOnATakenPortExitsAtOnceNamingThePort) {
+  Server a({"-m", stories(), "--memory", "256MiB", "-t", "1"});
+  ASSERT_GT(a.port(), 0) << a.log();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = kvasir("serve -m " + stories() + " --memory 256MiB -t 1 --port " +
+                    std::to_string(a.port()));
+  EXPECT_LT(seconds_since(t0), 2.0);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(":" + std::to_string(a.port())), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  // With --reuse-port on both, the second one binds (the operator asked for sharing).
+  Server b({"-m", stories(), "--memory", "256MiB", "-t", "1", "--reuse-port"});
+  ASSERT_GT(b.port(), 0) << b.log();
+  Server c({"-m", stories(), "--memory", "256MiB", "-t", "1", "--reuse-port", "--port",
+            std::to_string(b.port())});
+  EXPECT_EQ(c.port(), b.port()) << c.log();
+}
+
+// SIGTERM with --shutdown-grace 1 while streams run: one client reads, one never reads. The
+// server exits within grace + 1 s and the reading client's stream ends with an error event
+// (code server_shutting_down) and [DONE], never mid-chunk.
+TEST(CliServe, SigtermExitsWithinTheGraceWhateverTheClientsDo) {
+  Server s({"-m", stories(), "--memory", "256MiB", "-t", "1", "--shutdown-grace", "1",
+            "--max-seqs", "16", "--log-format", "json"});
+  ASSERT_GT(s.port(), 0) << s.log();
+  // 16 choices of 2000 tokens each: far more than fits in the grace period on one thread.
+  const std::string body =
+      R"({"prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true,"stream":true,"n":16})";
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  RawClient reader(s.port(), 0), sleeper(s.port(), 4096);
+  ASSERT_TRUE(reader.send_all(req));
+  ASSERT_TRUE(sleeper.send_all(req));
+  std::string got;
+  std::thread t([&] { got = reader.read_all(30); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = s.terminate();
+  const double took = seconds_since(t0);
+  t.join();
+  EXPECT_EQ(code, 0) << s.log();
+  EXPECT_LT(took, 1.0 + 1.0) << s.log();
+  EXPECT_NE(got.find("server_shutting_down"), std::string::npos) << got.substr(0, 2000);
+  // The body is chunked: the last chunk is the terminating 0-length one, after [DONE].
+  const size_t done = got.rfind("data: [DONE]");
+  ASSERT_NE(done, std::string::npos) << got.substr(got.size() > 2000 ? got.size() - 2000 : 0);
+  EXPECT_NE(got.find("\r\n0\r\n\r\n", done), std::string::npos) << "cut mid-stream";
+  // Every log line is JSON with a timestamp and a level.
+  std::istringstream lines(s.log());
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    EXPECT_TRUE(j.contains("ts") && j.contains("level") && j.contains("msg")) << line;
+  }
+  EXPECT_GT(n, 3);
 }
 
 }  // namespace

@@ -153,6 +153,10 @@ int Engine::max_model_len() const {
   return impl_->max_len;
 }
 
+std::string Engine::backend_description() const {
+  return impl_->runner.backend().description();
+}
+
 uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   Impl& I = *impl_;
   const int n_prompt = static_cast<int>(req.prompt.size());

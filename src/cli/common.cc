@@ -1,0 +1,156 @@
+// Input checks shared by the subcommands (see common.h).
+#include "common.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kvasir/chat/chat_template.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir::cli {
+
+namespace {
+
+std::string trim(std::string_view s) {
+  const char* ws = " \t\r\n";
+  size_t b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  size_t e = s.find_last_not_of(ws);
+  return std::string(s.substr(b, e - b + 1));
+}
+
+}  // namespace
+
+void check_input_file(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) fail("{}: cannot read the {} (no such file)", path, what);
+  if (std::filesystem::is_directory(st)) fail("{}: cannot read the {} (a directory)", path, what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the {} ({})", path, what, std::strerror(errno));
+}
+
+std::string read_input_file(const std::string& path, std::string_view what) {
+  check_input_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<size_t> find_non_text(std::string_view s, bool prefix, std::string* why) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) {
+      if (why) *why = "a NUL byte";
+      return i;
+    }
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // Well-formed UTF-8 (Unicode 15, table 3-7): no overlongs, surrogates or values past 10FFFF.
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      if (why) *why = fmt::format("invalid UTF-8 (byte 0x{:02X})", c);
+      return i;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) {
+        if (prefix) return std::nullopt;  // cut by the limit: the rest was not read
+        if (why) *why = "invalid UTF-8 (a character cut at the end)";
+        return i;
+      }
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xBF)) {
+        if (why) *why = fmt::format("invalid UTF-8 (byte 0x{:02X} after 0x{:02X})", d, c);
+        return i;
+      }
+    }
+    i += n + 1;
+  }
+  return std::nullopt;
+}
+
+void check_text_file(const std::string& path, std::string_view what, size_t limit) {
+  check_input_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  std::string buf(limit + 1, '\0');
+  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  buf.resize(static_cast<size_t>(in.gcount()));
+  const bool prefix = buf.size() > limit;
+  if (prefix) buf.resize(limit);
+  std::string why;
+  if (auto at = find_non_text(buf, prefix, &why))
+    fail("{}: the {} is not UTF-8 text ({} at byte {})", path, what, why, *at);
+}
+
+std::string ChatTemplateChoice::source(bool add_bos) const {
+  if (builtin) return chat::builtin_template_source(*builtin, add_bos);
+  return text;
+}
+
+std::string ChatTemplateChoice::label() const {
+  if (builtin) return fmt::format("{} (built-in)", builtin->name);
+  return path;
+}
+
+ChatTemplateChoice choose_chat_template(const std::string& value, std::string_view flag) {
+  ChatTemplateChoice c;
+  if (value.empty()) return c;
+  std::error_code ec;
+  if (std::filesystem::exists(value, ec)) {  // a file wins over a built-in of the same name
+    c.path = value;
+    c.text = read_input_file(value, "chat template");
+    if (c.text.empty()) fail("{}: the chat template file is empty", value);
+    try {
+      chat::ChatTemplate::parse(c.text);
+    } catch (const chat::TemplateError& e) {
+      fail("{}: {}", value, e.what());
+    }
+    return c;
+  }
+  c.builtin = chat::find_builtin_template(value);
+  if (!c.builtin)
+    fail("{} {}: neither a file nor a built-in template (built-in: {})", flag, value,
+         chat::builtin_template_names());
+  return c;
+}
+
+server::ApiKeys collect_api_keys(const std::vector<std::string>& keys, const std::string& file) {
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (trim(keys[i]).empty()) fail("--api-key: key {} is empty", i + 1);
+  if (keys.empty()) return file.empty() ? server::ApiKeys() : server::ApiKeys::load(file);
+  std::vector<std::string> all;
+  if (!file.empty()) {
+    server::ApiKeys::load(file);  // the server's own checks: readable, at least one key
+    // The same format (server/api_keys.h): one key a line, blank lines and '#' lines skipped.
+    std::istringstream in(read_input_file(file, "API key file"));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::string t = trim(line);
+      if (!t.empty() && t[0] != '#') all.push_back(t);
+    }
+  }
+  for (const std::string& k : keys) all.push_back(trim(k));
+  return server::ApiKeys(std::move(all));
+}
+
+}  // namespace kvasir::cli

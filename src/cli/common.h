@@ -1,0 +1,108 @@
+// What the `kvasir` subcommands share: how the command line is read (args.cc) and how inputs are
+// checked before any work starts (common.cc).
+//
+// Command line (args.cc). Before CLI11 parses, prepare_args() walks argv against the command tree
+// and refuses, as a UsageError (exit status 2), what CLI11 would misread: an unknown command, an
+// unknown option, and above all llama.cpp's multi-letter single-dash flags (-ngl, -fa, -hf, -np,
+// -cb, -ctk, ...), which CLI11 would otherwise split into one-letter options (-fa = -f a). A
+// single dash takes one letter here, optionally with a number attached (-n256). Flags known from
+// llama.cpp or vLLM that have no equivalent get a hint (foreign_flag_hint()).
+//
+// Every option with a long name can also come from the environment, KVASIR_<LONG_NAME> (upper
+// case, '-' -> '_': --api-key-file -> KVASIR_API_KEY_FILE), and from a config file given with
+// --config FILE (or KVASIR_CONFIG): TOML or INI lines `name = value`, the name a long option
+// without its dashes ('_' may stand for '-'), at the top of the file or under a section named
+// after the command ([serve], [bench.serve]); other commands' sections are skipped. Precedence:
+// command line, then environment, then config file, then the built-in default. prepare_args()
+// implements it by appending the environment's and then the file's values (as --name=value) for
+// the options the command line did not give.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvasir/chat/builtin_templates.h"
+#include "kvasir/server/api_keys.h"
+
+namespace kvasir::cli {
+
+// A mistake on the command line or in a config file; main prints it, with a pointer to the
+// `--help` of `command` ("serve", "bench serve"; "" for kvasir's own), and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& what, std::string command = "")
+      : std::runtime_error(what), command_(std::move(command)) {}
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string command_;
+};
+
+// ---- command line (args.cc) ----
+
+struct PreparedArgs {
+  std::vector<std::string> args;      // for CLI11: argv[1..] plus environment and file values
+  std::string command;                // the command path, e.g. "serve", "bench serve"
+  std::vector<std::string> from_env;  // the KVASIR_* variables used (names only, never values)
+  std::string config_file;            // the config file read ("" when none)
+};
+
+// Gives every option of every command its KVASIR_* variable (CLI11 envname, listed in --help),
+// adds --config to every command and a footer stating the precedence. Call once, after every
+// command was added.
+void add_env_and_config(CLI::App& app);
+
+// Throws UsageError (see above); "kvasir help [COMMAND]" becomes "kvasir [COMMAND] --help".
+PreparedArgs prepare_args(CLI::App& app, int argc, const char* const* argv);
+
+// The line to print for a llama.cpp / vLLM flag that Kvasir does not take, e.g. for "-ngl":
+// "-ngl/--n-gpu-layers: no GPU offload in this build (CPU only); drop the flag"; nullopt for a
+// flag the table does not know.
+std::optional<std::string> foreign_flag_hint(std::string_view flag);
+
+// The GGUF model option: -m/--model, and also the first positional argument (vLLM's
+// `vllm serve MODEL`) when `positional`.
+CLI::Option* add_model_option(CLI::App* cmd, std::string& model, bool positional);
+
+// ---- inputs (common.cc) ----
+
+// Throws kvasir::Error "PATH: cannot read the WHAT (REASON)" unless PATH is a readable file.
+void check_input_file(const std::string& path, std::string_view what);
+std::string read_input_file(const std::string& path, std::string_view what);
+
+// Throws kvasir::Error naming PATH unless its first `limit` bytes are text: no NUL byte and
+// valid UTF-8 (a character cut by the limit is fine).
+void check_text_file(const std::string& path, std::string_view what,
+                     size_t limit = size_t{8} << 20);
+// The offset of the first byte that is not UTF-8 text (NUL, or invalid UTF-8), with the reason
+// in *why; nullopt when all is text. `prefix`: `bytes` is the start of something longer, so a
+// sequence cut at its end is not an error.
+std::optional<size_t> find_non_text(std::string_view bytes, bool prefix, std::string* why);
+
+// --chat-template VALUE: a file (when VALUE names one: a path wins over a built-in name) or a
+// built-in name (chat/builtin_templates.h). Chosen before the model loads, applied after (a
+// built-in's BOS depends on the vocabulary).
+struct ChatTemplateChoice {
+  const chat::BuiltinTemplate* builtin = nullptr;
+  std::string path;  // the file, when not a built-in
+  std::string text;  // the file's text
+  bool empty() const { return builtin == nullptr && path.empty(); }
+  std::string source(bool add_bos) const;
+  std::string label() const;  // "chatml (built-in)" or the path
+};
+// Throws kvasir::Error for a value that is neither a readable file nor a built-in name, listing
+// the built-in names.
+ChatTemplateChoice choose_chat_template(const std::string& value, std::string_view flag);
+
+// The accepted keys: those of --api-key-file (one a line, '#' comments, the file's keys first,
+// so their labels key1.. are the server's) then the --api-key values. Throws kvasir::Error naming
+// the file or the flag, never a key.
+server::ApiKeys collect_api_keys(const std::vector<std::string>& keys, const std::string& file);
+
+}  // namespace kvasir::cli
