@@ -33,7 +33,7 @@ TEST(OpenAIRequest, CompletionFields) {
       "repetition_penalty": 1.1, "seed": 42, "stop": ["a", "bc"], "n": 3, "logprobs": 2,
       "echo": true, "stream": true, "stream_options": {"include_usage": true},
       "ignore_eos": true, "stop_token_ids": [5], "logit_bias": {"17": -100, "3": 2.5},
-      "user": "ignored", "unknown_field": {"x": 1}})"));
+      "user": "ignored"})"));
   const SamplingParams& sp = r.options.sampling;
   EXPECT_EQ(*r.options.model, "m");
   ASSERT_EQ(r.prompts.size(), 1u);
@@ -346,6 +346,51 @@ TEST(OpenAIRequest, Body) {
   } catch (const ApiError& e) {
     EXPECT_NE(std::string(e.what()).find("offset 0"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace kvasir::server
+
+namespace kvasir::server {
+namespace {
+
+// A field the server does not honour is refused by name, never silently ignored.
+TEST(OpenAIRequest, UnknownFieldsAreRefusedByName) {
+  for (const char* field : {"response_format", "best_of", "functions", "n_predict", "store",
+                            "Temperature", "metadata"}) {
+    SCOPED_TRACE(field);
+    Json c = J(R"({"prompt": "x"})");
+    c[field] = 1;
+    expect_bad([&] { parse_completion_request(c); }, field);
+    Json m = J(R"({"messages": [{"role": "user", "content": "x"}]})");
+    m[field] = 1;
+    expect_bad([&] { parse_chat_request(m); }, field);
+  }
+  // Fields of the other endpoint.
+  expect_bad([] { parse_completion_request(J(R"({"prompt": "x", "top_logprobs": 2})")); },
+             "top_logprobs");
+  expect_bad(
+      [] {
+        parse_chat_request(J(R"({"messages": [{"role": "user", "content": "x"}],
+                                           "echo": true})"));
+      },
+      "echo");
+  // tool_choice: only "auto" (tool calls are not parsed out of the answer).
+  expect_bad(
+      [] {
+        parse_chat_request(J(R"({"messages": [{"role": "user", "content": "x"}],
+                                           "tool_choice": "required"})"));
+      },
+      "tool_choice");
+  EXPECT_NO_THROW(parse_chat_request(J(R"({"messages": [{"role": "user", "content": "x"}],
+                                           "tool_choice": "auto", "user": "u1"})")));
+  // null counts as absent; every documented field is accepted.
+  EXPECT_NO_THROW(parse_completion_request(J(R"({"prompt": "x", "response_format": null,
+      "model": "m", "max_tokens": 2, "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.1,
+      "presence_penalty": 0.1, "frequency_penalty": 0.1, "repetition_penalty": 1.1, "seed": 1,
+      "stop": "x", "stop_token_ids": [1], "ignore_eos": true, "logit_bias": {"1": 1}, "n": 1,
+      "stream": true, "stream_options": {"include_usage": true}, "user": "u", "suffix": "",
+      "echo": false, "logprobs": 1})")));
 }
 
 }  // namespace

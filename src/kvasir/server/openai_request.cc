@@ -101,7 +101,58 @@ std::optional<uint64_t> parse_seed(const Json& v) {
 }
 
 // Fields shared by both endpoints.
+// The body fields each endpoint honours. Anything else is refused by name rather than silently
+// ignored (a client asking for response_format or tool_choice must not get an answer that looks
+// like it honoured them). `user` is OpenAI's end-user id for abuse monitoring: it changes nothing
+// in the answer there either, so it is accepted. A null value counts as absent.
+constexpr std::string_view kCommonFields[] = {"model",
+                                              "max_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "top_k",
+                                              "min_p",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              "repetition_penalty",
+                                              "seed",
+                                              "stop",
+                                              "stop_token_ids",
+                                              "ignore_eos",
+                                              "logit_bias",
+                                              "n",
+                                              "stream",
+                                              "stream_options",
+                                              "user"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "suffix", "echo", "logprobs"};
+constexpr std::string_view kChatFields[] = {"messages",
+                                            "max_completion_tokens",
+                                            "logprobs",
+                                            "top_logprobs",
+                                            "tools",
+                                            "chat_template_kwargs",
+                                            "add_generation_prompt",
+                                            "tool_choice"};
+
+void refuse_unknown_fields(const Json& body, bool chat) {
+  auto known = [&](std::string_view key) {
+    auto in = [&](const auto& list) {
+      return std::find(std::begin(list), std::end(list), key) != std::end(list);
+    };
+    return in(kCommonFields) || (chat ? in(kChatFields) : in(kCompletionFields));
+  };
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it.value().is_null() || known(it.key())) continue;
+    bad(it.key(), fmt::format("'{}' is not supported by this server{}", it.key(),
+                              chat ? "" : " on /v1/completions"));
+  }
+  // Tools are rendered into the prompt, but tool calls are not parsed out of the answer: only
+  // the default choice ("auto": the model decides) is honest.
+  if (const Json* tc = get(body, "tool_choice"); tc && *tc != "auto")
+    bad("tool_choice", "'tool_choice' other than \"auto\" is not supported by this server");
+}
+
 GenerationOptions parse_common(const Json& body, bool chat) {
+  refuse_unknown_fields(body, chat);
   GenerationOptions o;
   SamplingParams& sp = o.sampling;
   o.model = opt_string(body, "model");
