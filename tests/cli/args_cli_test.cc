@@ -13,14 +13,6 @@
 namespace kvasir::cli_test {
 namespace {
 
-std::string q(const std::string& s) {
-  return "'" + s + "'";
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 TEST(CliArgs, LlamaCppShortFlagsAreNamedWithAHint) {
   const std::string m = "run -m " + q(stories()) + " ";
   // CLI11 alone read -fa as "-f a" (a prompt file called a).

@@ -12,10 +12,6 @@
 namespace kvasir::cli_test {
 namespace {
 
-std::string q(const std::string& s) {
-  return "'" + s + "'";
-}
-
 // The model authors' greedy sample, as published in models/README.md.
 std::string published_sample() {
   std::string readme = read_file(models_dir() + "/README.md");

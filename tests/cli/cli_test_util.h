@@ -43,6 +43,15 @@ inline Result kvasir(const std::string& args) {
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(o), read_file(e)};
 }
 
+// `s` in single quotes, for a shell command line (paths in the tests have no quotes).
+inline std::string q(const std::string& s) {
+  return "'" + s + "'";
+}
+
+inline bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // The same from the folder `dir` ("": this one) with `env` given to env(1) first (assignments
 // NAME=VALUE and -u NAME, shell-quoted), e.g. kvasir_in("", "-u KVASIR_MODELS X=1", "run ...").
 inline Result kvasir_in(const std::string& dir, const std::string& env, const std::string& args) {

@@ -15,14 +15,6 @@
 namespace kvasir::cli_test {
 namespace {
 
-std::string q(const std::string& s) {
-  return "'" + s + "'";
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 TEST(CliInputs, ServeChecksItsFilesBeforeLoadingOrPlanning) {
   const std::string serve = "serve -m " + q(stories()) + " --memory 256MiB --port 0 ";
   Result r = kvasir(serve + "--api-key-file /nonexistent/keys.txt");

@@ -1,10 +1,6 @@
 // End-to-end tests of `kvasir plan`, `kvasir serve` and `kvasir bench serve` as a user runs them:
 // the real binary, a real listening socket on loopback, SIGTERM for shutdown.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -23,13 +19,14 @@
 #include <vector>
 
 #include "cli_test_util.h"
+#include "test_util/raw_socket.h"
 
 namespace kvasir::cli_test {
 namespace {
 
-// `kvasir serve --port 0 ARGS` (ARGS may give --port) as a child process; the port is read from its startup line.
-// The port of the log line "serving 'NAME' on http://HOST:PORT" (0 while not printed yet).
-// Plain string search: GCC 12's std::regex trips -Wmaybe-uninitialized under the sanitizers.
+// `kvasir serve --port 0 ARGS` (ARGS may give --port) as a child process; the port is read from its
+// startup line. The port of the log line "serving 'NAME' on http://HOST:PORT" (0 while not printed
+// yet). Plain string search: GCC 12's std::regex trips -Wmaybe-uninitialized under the sanitizers.
 int served_port(const std::string& log) {
   const size_t at = log.find("serving '");
   if (at == std::string::npos) return 0;
@@ -326,49 +323,6 @@ TEST(CliServe, ApiKeyFromTheEnvironment) {
   EXPECT_EQ(s.log().find("sk-env-key"), std::string::npos) << s.log();
 }
 
-// A raw loopback connection (for clients that misbehave: never read, read slowly).
-struct RawClient {
-  int fd = -1;
-  RawClient(int port, int rcvbuf) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~RawClient() {
-    if (fd >= 0) ::close(fd);
-  }
-  bool send_all(const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // Everything until the peer closes (or timeout_s).
-  std::string read_all(double timeout_s) {
-    std::string out;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    char buf[16384];
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-};
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -377,8 +331,8 @@ TEST(CliServe, ASecondServerOnATakenPortExitsAtOnceNamingThePort) {
   Server a({"-m", stories(), "--memory", "256MiB", "-t", "1"});
   ASSERT_GT(a.port(), 0) << a.log();
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = kvasir("serve -m " + stories() + " --memory 256MiB -t 1 --port " +
-                    std::to_string(a.port()));
+  Result r =
+      kvasir("serve -m " + stories() + " --memory 256MiB -t 1 --port " + std::to_string(a.port()));
   EXPECT_LT(seconds_since(t0), 2.0);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find(":" + std::to_string(a.port())), std::string::npos) << r.err;
@@ -395,19 +349,20 @@ TEST(CliServe, ASecondServerOnATakenPortExitsAtOnceNamingThePort) {
 // server exits within grace + 1 s and the reading client's stream ends with an error event
 // (code server_shutting_down) and [DONE], never mid-chunk.
 TEST(CliServe, SigtermExitsWithinTheGraceWhateverTheClientsDo) {
-  Server s({"-m", stories(), "--memory", "256MiB", "-t", "1", "--shutdown-grace", "1",
-            "--max-seqs", "16", "--log-format", "json"});
+  Server s({"-m", stories(), "--memory", "256MiB", "-t", "1", "--shutdown-grace", "1", "--max-seqs",
+            "16", "--log-format", "json"});
   ASSERT_GT(s.port(), 0) << s.log();
   // 16 choices of 2000 tokens each: far more than fits in the grace period on one thread.
   const std::string body =
       R"({"prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true,"stream":true,"n":16})";
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                          std::to_string(body.size()) + "\r\n\r\n" + body;
-  RawClient reader(s.port(), 0), sleeper(s.port(), 4096);
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  test_util::RawSocket reader(s.port()), sleeper(s.port(), 4096);
   ASSERT_TRUE(reader.send_all(req));
   ASSERT_TRUE(sleeper.send_all(req));
   std::string got;
-  std::thread t([&] { got = reader.read_all(30); });
+  std::thread t([&] { got = reader.read_until("", 30); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto t0 = std::chrono::steady_clock::now();
   const int code = s.terminate();

@@ -21,6 +21,7 @@
 #include "kvasir/util/error.h"
 #include "kvasir/util/log.h"
 #include "server_test_util.h"
+#include "test_util/raw_socket.h"
 
 namespace kvasir::server::testing {
 namespace {
@@ -38,63 +39,7 @@ bool sanitized() {
   return std::getenv("KVASIR_SANITIZER_RUN") != nullptr;
 }
 
-// A raw TCP connection to the server.
-struct Raw {
-  int fd = -1;
-  // rcvbuf > 0: a small receive buffer, set before connecting (afterwards the kernel has
-  // already chosen the window it advertises, and autotuning may grow it).
-  explicit Raw(int port, int rcvbuf = 0) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~Raw() {
-    if (fd >= 0) ::close(fd);
-  }
-  bool ok() const { return fd >= 0; }
-  // Sends everything; false once the peer stops taking bytes (closed or reset).
-  bool send_all(std::string_view s) {
-    while (!s.empty()) {
-      const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  // Reads until `stop` is in what was read, the peer closes, or timeout_s passes.
-  std::string read_until(std::string_view stop, double timeout_s) {
-    std::string out;
-    const double until = now_seconds() + timeout_s;
-    char buf[16384];
-    while (now_seconds() < until) {
-      if (!stop.empty() && out.find(stop) != std::string::npos) break;
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  // True once the peer closed the connection (EOF or reset) within timeout_s.
-  bool closed_within(double timeout_s) {
-    const double until = now_seconds() + timeout_s;
-    char buf[4096];
-    while (now_seconds() < until) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      if (::recv(fd, buf, sizeof(buf), 0) <= 0) return true;
-    }
-    return false;
-  }
-};
+using Raw = test_util::RawSocket;
 
 int status_of(const std::string& response) {
   if (response.rfind("HTTP/1.1 ", 0) != 0) return 0;
