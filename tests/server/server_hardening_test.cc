@@ -413,6 +413,22 @@ TEST(Hardening, JsonAccessLogLinesCarryTheRequestId) {
   c.Post("/v1/completions", {{"X-Request-Id", "trace-7"}},
          Json{{"prompt", "Once"}, {"max_tokens", 3}}.dump(), "application/json");
   c.Get("/health");
+  {
+    // A stream its client abandons after the first bytes: logged as not completed.
+    Raw r(s.port);
+    const std::string b = Json{
+        {"prompt", "Once"},
+        {"max_tokens", 1900},
+        {"ignore_eos", true},
+        {"stream", true}}.dump();
+    ASSERT_TRUE(
+        r.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-cut\r\n"
+                   "Content-Length: " +
+                   std::to_string(b.size()) + "\r\n\r\n" + b));
+    ASSERT_NE(r.read_until("data: ", 10).find("data: "), std::string::npos);
+  }
+  ASSERT_TRUE(
+      wait_for([&] { return s.server->in_flight() == 0; }, 20.0, std::chrono::milliseconds(10)));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   log::configure(log::Level::kInfo, log::Format::kText);
   std::fflush(stderr);
@@ -421,7 +437,7 @@ TEST(Hardening, JsonAccessLogLinesCarryTheRequestId) {
   std::fclose(f);
   std::ifstream in(path);
   std::string line;
-  bool found = false;
+  bool found = false, found_cut = false;
   int lines = 0;
   while (std::getline(in, line)) {
     const Json j = Json::parse(line, nullptr, false);
@@ -435,8 +451,13 @@ TEST(Hardening, JsonAccessLogLinesCarryTheRequestId) {
       EXPECT_TRUE(j.contains("ttft_ms"));
       EXPECT_TRUE(j.contains("duration_ms"));
     }
+    if (j.value("request_id", "") == "trace-cut") {
+      found_cut = true;
+      EXPECT_EQ(j.value("completed", true), false) << line;
+    }
   }
   EXPECT_TRUE(found);
+  EXPECT_TRUE(found_cut);
   EXPECT_GE(lines, 2);
 }
 

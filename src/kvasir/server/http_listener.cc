@@ -453,7 +453,9 @@ class Conn final : public ConnBase {
         ok = false;
       }
     }
-    if (ok && !gone_) {
+    // A producer that stopped because the client left (or was too slow) returns normally.
+    if (gone_) ok = false;
+    if (ok) {
       ok = blocking([this](std::function<void(bool)> done) {
         write_with_deadline(http::make_chunk_last(), std::move(done));
       });
