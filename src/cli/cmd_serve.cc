@@ -156,6 +156,9 @@ Runner add_serve(CLI::App& app) {
       fail("--memory: cannot read the available memory from /proc/meminfo; pass --memory");
     }
 
+    // A taken port fails now, not after the model loaded (seconds to minutes for a big one).
+    server::HttpServer::check_bindable(o->host, o->port, o->reuse_port);
+
     // SIGINT/SIGTERM are taken by sigwait() below: block them before any thread starts.
     sigset_t sigs;
     sigemptyset(&sigs);

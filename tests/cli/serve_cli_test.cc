@@ -337,6 +337,8 @@ TEST(CliServe, ASecondServerOnATakenPortExitsAtOnceNamingThePort) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find(":" + std::to_string(a.port())), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("memory plan"), std::string::npos) << "it loaded the model first:\n"
+                                                          << r.err;
   // With --reuse-port on both, the second one binds (the operator asked for sharing).
   Server b({"-m", stories(), "--memory", "256MiB", "-t", "1", "--reuse-port"});
   ASSERT_GT(b.port(), 0) << b.log();

@@ -648,27 +648,45 @@ HttpListener::~HttpListener() {
   stop();
 }
 
+namespace {
+
+// Opens `acceptor` and binds it to host:port with the server's socket options; throws naming
+// host:port.
+void bind_acceptor(net::io_context& ioc, tcp::acceptor& acceptor, const std::string& host, int port,
+                   bool reuse_port) {
+  error_code ec;
+  tcp::resolver resolver(ioc);
+  auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  if (ec || results.empty()) fail("cannot listen on {}:{}: {}", host, port, ec.message());
+  const tcp::endpoint ep = results.begin()->endpoint();
+  acceptor.open(ep.protocol(), ec);
+  if (ec) fail("cannot listen on {}:{}: {}", host, port, ec.message());
+  acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (reuse_port) {
+    using reuse_port_option = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+    acceptor.set_option(reuse_port_option(true), ec);
+  }
+  acceptor.bind(ep, ec);
+  if (ec) {
+    error_code e;
+    acceptor.close(e);
+    fail("cannot listen on {}:{}: {}", host, port, ec.message());
+  }
+}
+
+}  // namespace
+
+void HttpListener::check_bindable(const std::string& host, int port, bool reuse_port) {
+  net::io_context ioc;
+  tcp::acceptor acceptor(ioc);
+  bind_acceptor(ioc, acceptor, host, port, reuse_port);
+}
+
 int HttpListener::bind() {
   Impl& I = *impl_;
   const ListenerOptions& o = I.opt;
   error_code ec;
-  tcp::resolver resolver(I.ioc);
-  auto results = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);
-  if (ec || results.empty()) fail("cannot listen on {}:{}: {}", o.host, o.port, ec.message());
-  const tcp::endpoint ep = results.begin()->endpoint();
-  I.acceptor.open(ep.protocol(), ec);
-  if (ec) fail("cannot listen on {}:{}: {}", o.host, o.port, ec.message());
-  I.acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (o.reuse_port) {
-    using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
-    I.acceptor.set_option(reuse_port(true), ec);
-  }
-  I.acceptor.bind(ep, ec);
-  if (ec) {
-    error_code e;
-    I.acceptor.close(e);
-    fail("cannot listen on {}:{}: {}", o.host, o.port, ec.message());
-  }
+  bind_acceptor(I.ioc, I.acceptor, o.host, o.port, o.reuse_port);
   I.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) fail("cannot listen on {}:{}: {}", o.host, o.port, ec.message());
   return I.acceptor.local_endpoint().port();

@@ -83,6 +83,9 @@ class HttpListener {
   // Binds and listens; returns the port. Throws kvasir::Error naming host:port (e.g. "address
   // already in use").
   int bind();
+  // Throws as bind() would when host:port cannot be bound now (taken, no such address); binds
+  // nothing. For failing before slow work (loading a model); bind() can still fail afterwards.
+  static void check_bindable(const std::string& host, int port, bool reuse_port);
   // Starts the I/O and worker threads; returns at once.
   void start();
   // Stops accepting and closes connections that are not handling a request.

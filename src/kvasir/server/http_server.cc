@@ -82,6 +82,10 @@ int HttpServer::bind(const std::string& host, int port) {
   return impl_->listener->bind();
 }
 
+void HttpServer::check_bindable(const std::string& host, int port, bool reuse_port) {
+  HttpListener::check_bindable(host, port, reuse_port);
+}
+
 void HttpServer::start() {
   if (!impl_->listener) fail("HttpServer::start: bind() first");
   impl_->listener->start();

@@ -108,6 +108,9 @@ class HttpServer {
   // Binds the listening socket; port 0 picks a free one. Returns the port. Throws kvasir::Error
   // naming host:port when it cannot (e.g. "Address already in use").
   int bind(const std::string& host, int port);
+  // Throws what bind() would for host:port now (e.g. the port is taken), binding nothing: lets
+  // the caller fail before loading a model.
+  static void check_bindable(const std::string& host, int port, bool reuse_port);
   // Serves on background threads; returns once it accepts connections.
   void start();
 
