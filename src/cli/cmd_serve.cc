@@ -220,16 +220,16 @@ Runner add_serve(CLI::App& app) {
     sc.log_requests = o->log_requests;
     sc.metrics_require_key = o->metrics_require_key;
     sc.cors_origins = o->cors;
-    sc.reuse_port = o->reuse_port;
-    sc.max_body_bytes = static_cast<size_t>(max_body);
-    sc.header_timeout_s = o->header_timeout;
-    sc.body_timeout_s = o->body_timeout;
-    sc.write_timeout_s = o->write_timeout;
-    sc.idle_timeout_s = o->idle_timeout;
-    sc.max_connections = o->max_connections;
-    sc.max_connections_per_client = o->max_connections_per_client;
-    sc.tls_cert_file = o->ssl_cert_file;
-    sc.tls_key_file = o->ssl_key_file;
+    sc.transport.reuse_port = o->reuse_port;
+    sc.transport.max_body_bytes = static_cast<size_t>(max_body);
+    sc.transport.header_timeout_s = o->header_timeout;
+    sc.transport.body_timeout_s = o->body_timeout;
+    sc.transport.write_timeout_s = o->write_timeout;
+    sc.transport.idle_timeout_s = o->idle_timeout;
+    sc.transport.max_connections = o->max_connections;
+    sc.transport.max_connections_per_client = o->max_connections_per_client;
+    sc.transport.tls_cert_file = o->ssl_cert_file;
+    sc.transport.tls_key_file = o->ssl_key_file;
     server::ModelInfo& mi = sc.model_info;
     mi.n_ctx_train = mc.ctx_train;
     mi.n_vocab = mc.n_vocab;
@@ -249,7 +249,7 @@ Runner add_serve(CLI::App& app) {
     http.start();
     log::write(log::Level::kInfo, "",
                fmt::format("serving '{}' on {}://{}:{}", sc.model_name,
-                           sc.tls_cert_file.empty() ? "http" : "https", o->host, port),
+                           sc.transport.tls_cert_file.empty() ? "http" : "https", o->host, port),
                {{"ctx", engine.max_model_len()},
                 {"max_seqs", ec.max_seqs},
                 {"api_keys", static_cast<int64_t>(sc.api_keys.size())},

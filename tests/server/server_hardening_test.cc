@@ -58,10 +58,10 @@ std::string get_request(const std::string& path, const std::string& extra = "") 
 
 ServerConfig hardened_config() {
   ServerConfig sc = test_server_config();
-  sc.header_timeout_s = 1.0;
-  sc.body_timeout_s = 2.0;
-  sc.write_timeout_s = 1.0;
-  sc.max_body_bytes = size_t{1} << 20;
+  sc.transport.header_timeout_s = 1.0;
+  sc.transport.body_timeout_s = 2.0;
+  sc.transport.write_timeout_s = 1.0;
+  sc.transport.max_body_bytes = size_t{1} << 20;
   return sc;
 }
 
@@ -84,7 +84,7 @@ TEST(Hardening, ASecondServerOnATakenPortFailsAtBindNamingIt) {
 
 TEST(Hardening, PortSharingIsOptIn) {
   ServerConfig sc = test_server_config();
-  sc.reuse_port = true;
+  sc.transport.reuse_port = true;
   TestServer a(test_engine_config(), sc);
   Stories260K& m = Stories260K::get();
   Engine e(*m.model, m.tok, test_engine_config());
@@ -231,7 +231,7 @@ TEST(Hardening, KeptAliveRequestsAreNotDelayedByNagle) {
 
 TEST(Hardening, AStreamNobodyReadsIsCutOffAndItsKVFreed) {
   ServerConfig sc = hardened_config();
-  sc.send_buffer_bytes = 4096;
+  sc.transport.send_buffer_bytes = 4096;
   sc.max_unread_outputs = 64;
   TestServer s(test_engine_config(), sc);
   Raw c(s.port, /*rcvbuf=*/4096);
@@ -373,8 +373,8 @@ TEST(Hardening, TlsServesWithACertificateMadeHere) {
       key + " -out " + cert + " >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl is not installed";
   ServerConfig sc = test_server_config();
-  sc.tls_cert_file = cert;
-  sc.tls_key_file = key;
+  sc.transport.tls_cert_file = cert;
+  sc.transport.tls_key_file = key;
   TestServer s(test_engine_config(), sc);
   httplib::SSLClient c("127.0.0.1", s.port);
   c.enable_server_certificate_verification(false);
@@ -390,8 +390,8 @@ TEST(Hardening, TlsServesWithACertificateMadeHere) {
   plain.send_all(get_request("/health"));
   EXPECT_EQ(status_of(plain.read_until("\r\n\r\n", 2)), 0);
   ServerConfig bad = test_server_config();
-  bad.tls_cert_file = dir + "/missing.pem";
-  bad.tls_key_file = key;
+  bad.transport.tls_cert_file = dir + "/missing.pem";
+  bad.transport.tls_key_file = key;
   Stories260K& mdl = Stories260K::get();
   Engine e(*mdl.model, mdl.tok, test_engine_config());
   HttpServer srv(e, mdl.tok, bad);

@@ -219,7 +219,7 @@ class Conn final : public ConnBase {
   void start() override {
     auto self = shared();
     if constexpr (kIsTls<Stream>) {
-      arm(L_.opt.header_timeout_s);
+      arm(L_.opt.limits.header_timeout_s);
       stream_.async_handshake(ssl::stream_base::server, [self](error_code ec) {
         if (ec) return self->close_socket();
         self->read_head(true);
@@ -263,7 +263,7 @@ class Conn final : public ConnBase {
   template <class Buffers>
   void write_with_deadline(Buffers buffers, std::function<void(bool)> done) {
     auto self = shared();
-    write_timer_.expires_after(seconds(L_.opt.write_timeout_s));
+    write_timer_.expires_after(seconds(L_.opt.limits.write_timeout_s));
     write_timer_.async_wait([self](error_code ec) {
       if (!ec) self->close_socket();  // the client did not take the bytes in time
     });
@@ -300,9 +300,10 @@ class Conn final : public ConnBase {
     if (closed_) return;
     if (!L_.accepting && !first) return close_socket();
     parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(L_.opt.max_header_bytes));
-    parser_->body_limit(L_.opt.max_body_bytes);
-    arm(first ? L_.opt.header_timeout_s : L_.opt.idle_timeout_s + L_.opt.header_timeout_s);
+    parser_->header_limit(static_cast<uint32_t>(L_.opt.limits.max_header_bytes));
+    parser_->body_limit(L_.opt.limits.max_body_bytes);
+    arm(first ? L_.opt.limits.header_timeout_s
+              : L_.opt.limits.idle_timeout_s + L_.opt.limits.header_timeout_s);
     auto self = shared();
     http::async_read_header(stream_, buf_, *parser_,
                             [self](error_code ec, size_t) { self->on_head(ec); });
@@ -318,7 +319,7 @@ class Conn final : public ConnBase {
       if (ec == http::error::header_limit)
         return reply_and_close(431, fmt::format("The request head is larger than the {} bytes "
                                                 "allowed.",
-                                                L_.opt.max_header_bytes));
+                                                L_.opt.limits.max_header_bytes));
       if (ec == http::error::body_limit) return too_large();
       return reply_and_close(400, fmt::format("Malformed HTTP request: {}.", ec.message()));
     }
@@ -351,7 +352,7 @@ class Conn final : public ConnBase {
     }
     if (parser_->is_done()) return on_body({});
     auto self = shared();
-    arm(L_.opt.body_timeout_s);
+    arm(L_.opt.limits.body_timeout_s);
     if (beast::iequals(msg[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                      msg.version());
@@ -371,7 +372,7 @@ class Conn final : public ConnBase {
 
   void too_large() {
     reply_and_close(413, fmt::format("The request body is larger than the {} bytes allowed.",
-                                     L_.opt.max_body_bytes));
+                                     L_.opt.limits.max_body_bytes));
   }
 
   void on_body(error_code ec) {
@@ -490,7 +491,7 @@ class Conn final : public ConnBase {
     msg->content_length(n);
     auto self = shared();
     auto resp = std::make_shared<HttpResponse>(std::move(r));
-    write_timer_.expires_after(seconds(L_.opt.write_timeout_s));
+    write_timer_.expires_after(seconds(L_.opt.limits.write_timeout_s));
     write_timer_.async_wait([self](error_code ec) {
       if (!ec) self->close_socket();
     });
@@ -597,8 +598,8 @@ void HttpListener::Impl::on_accept(error_code ec, tcp::socket socket) {
   }
   error_code e;
   socket.set_option(tcp::no_delay(true), e);
-  if (opt.send_buffer_bytes > 0)
-    socket.set_option(net::socket_base::send_buffer_size(opt.send_buffer_bytes), e);
+  if (opt.limits.send_buffer_bytes > 0)
+    socket.set_option(net::socket_base::send_buffer_size(opt.limits.send_buffer_bytes), e);
   const auto ep = socket.remote_endpoint(e);
   const std::string client = e ? std::string("?") : ep.address().to_string();
   const int port = e ? 0 : ep.port();
@@ -606,8 +607,8 @@ void HttpListener::Impl::on_accept(error_code ec, tcp::socket socket) {
   {
     std::lock_guard lk(conns_mu);
     int& n = per_client[client];
-    if (static_cast<int>(conns.size()) >= opt.max_connections ||
-        n >= opt.max_connections_per_client) {
+    if (static_cast<int>(conns.size()) >= opt.limits.max_connections ||
+        n >= opt.limits.max_connections_per_client) {
       if (n == 0) per_client.erase(client);
       refuse_connection(socket);
       return do_accept();
@@ -628,19 +629,22 @@ void HttpListener::Impl::on_accept(error_code ec, tcp::socket socket) {
 HttpListener::HttpListener(ListenerOptions options, HttpHandler& handler)
     : impl_(std::make_unique<Impl>(std::move(options), handler)) {
   const ListenerOptions& o = impl_->opt;
-  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+  if (o.limits.tls_cert_file.empty() != o.limits.tls_key_file.empty())
     fail("TLS needs both a certificate (--ssl-cert-file) and a key (--ssl-key-file)");
-  if (!o.tls_cert_file.empty()) {
+  if (!o.limits.tls_cert_file.empty()) {
     impl_->tls.emplace(ssl::context::tls_server);
     ssl::context& c = *impl_->tls;
     c.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                   ssl::context::single_dh_use);
     error_code ec;
-    c.use_certificate_chain_file(o.tls_cert_file, ec);
-    if (ec) fail("{}: cannot use it as a TLS certificate chain: {}", o.tls_cert_file, ec.message());
-    c.use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
-    if (ec) fail("{}: cannot use it as the TLS private key: {}", o.tls_key_file, ec.message());
+    c.use_certificate_chain_file(o.limits.tls_cert_file, ec);
+    if (ec)
+      fail("{}: cannot use it as a TLS certificate chain: {}", o.limits.tls_cert_file,
+           ec.message());
+    c.use_private_key_file(o.limits.tls_key_file, ssl::context::pem, ec);
+    if (ec)
+      fail("{}: cannot use it as the TLS private key: {}", o.limits.tls_key_file, ec.message());
   }
 }
 
@@ -686,7 +690,7 @@ int HttpListener::bind() {
   Impl& I = *impl_;
   const ListenerOptions& o = I.opt;
   error_code ec;
-  bind_acceptor(I.ioc, I.acceptor, o.host, o.port, o.reuse_port);
+  bind_acceptor(I.ioc, I.acceptor, o.host, o.port, o.limits.reuse_port);
   I.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) fail("cannot listen on {}:{}: {}", o.host, o.port, ec.message());
   return I.acceptor.local_endpoint().port();

@@ -35,13 +35,9 @@
 
 namespace kvasir::server {
 
-struct ListenerOptions {
-  std::string host = "127.0.0.1";
-  int port = 0;  // 0: any free port
-  bool reuse_port = false;
-  int io_threads = 2;
-  int worker_threads = 64;  // requests handled at once (a stream holds one for its length)
-  int max_pending = 256;    // complete requests waiting for a worker
+// What the transport allows a client (ServerConfig::transport is passed on as it is).
+struct TransportLimits {
+  bool reuse_port = false;  // SO_REUSEPORT: several servers share the port (opt-in only)
   size_t max_header_bytes = size_t{64} << 10;
   size_t max_body_bytes = size_t{32} << 20;
   double header_timeout_s = 10;
@@ -53,6 +49,15 @@ struct ListenerOptions {
   int send_buffer_bytes = 0;  // SO_SNDBUF of each connection; 0: the kernel's default
   std::string tls_cert_file;  // both set: HTTPS
   std::string tls_key_file;
+};
+
+struct ListenerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: any free port
+  int io_threads = 2;
+  int worker_threads = 64;  // requests handled at once (a stream holds one for its length)
+  int max_pending = 256;    // complete requests waiting for a worker
+  TransportLimits limits;
 };
 
 class HttpHandler {

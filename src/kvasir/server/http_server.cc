@@ -30,18 +30,7 @@ ListenerOptions listener_options(const ServerConfig& cfg, const Engine& engine) 
   if (threads <= 0) threads = engine.config().max_seqs + std::max(cfg.max_queue, 0) + 16;
   o.worker_threads = std::clamp(threads, 4, 4096);
   o.max_pending = std::max(64, 2 * o.worker_threads);
-  o.reuse_port = cfg.reuse_port;
-  o.max_header_bytes = cfg.max_header_bytes;
-  o.max_body_bytes = cfg.max_body_bytes;
-  o.header_timeout_s = cfg.header_timeout_s;
-  o.body_timeout_s = cfg.body_timeout_s;
-  o.idle_timeout_s = cfg.idle_timeout_s;
-  o.write_timeout_s = cfg.write_timeout_s;
-  o.max_connections = cfg.max_connections;
-  o.max_connections_per_client = cfg.max_connections_per_client;
-  o.send_buffer_bytes = cfg.send_buffer_bytes;
-  o.tls_cert_file = cfg.tls_cert_file;
-  o.tls_key_file = cfg.tls_key_file;
+  o.limits = cfg.transport;
   return o;
 }
 

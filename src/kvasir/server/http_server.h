@@ -47,6 +47,7 @@
 
 #include "kvasir/engine.h"
 #include "kvasir/server/api_keys.h"
+#include "kvasir/server/http_listener.h"
 #include "kvasir/server/serving_metrics.h"
 #include "kvasir/server/usage.h"
 #include "kvasir/tokenizer/tokenizer.h"
@@ -74,8 +75,6 @@ struct ServerConfig {
   int max_queue = 0;     // waiting requests before 429; 0: no limit
   int http_threads = 0;  // 0: engine max_seqs + max_queue (or max_seqs) + 16
   int retry_after_s = 1;
-  size_t max_body_bytes = size_t{32} << 20;
-  size_t max_header_bytes = size_t{64} << 10;
   double heartbeat_s = 1.0;  // SSE comment after this much silence
   // Outputs (about one per token) queued for a client that stopped reading its stream before
   // the request is aborted and its KV freed (Generation::limit_backlog); 0: no bound.
@@ -84,17 +83,9 @@ struct ServerConfig {
   bool metrics_require_key = false;  // /metrics behind the API keys (when there are keys)
   // CORS: origins allowed to call the API from a browser ("*": any); empty: no CORS headers.
   std::vector<std::string> cors_origins;
-  // Transport (http_listener.h).
-  bool reuse_port = false;  // SO_REUSEPORT: several servers share the port (opt-in only)
-  double header_timeout_s = 10;
-  double body_timeout_s = 60;
-  double idle_timeout_s = 30;
-  double write_timeout_s = 30;
-  int max_connections = 4096;
-  int max_connections_per_client = 1024;
-  int send_buffer_bytes = 0;
-  std::string tls_cert_file;  // both set: HTTPS
-  std::string tls_key_file;
+  // Transport limits: port sharing, header/body sizes and deadlines, connection caps, TLS
+  // (http_listener.h).
+  TransportLimits transport;
 };
 
 class HttpServer {
