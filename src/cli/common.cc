@@ -135,22 +135,13 @@ ChatTemplateChoice choose_chat_template(const std::string& value, std::string_vi
 }
 
 server::ApiKeys collect_api_keys(const std::vector<std::string>& keys, const std::string& file) {
-  for (size_t i = 0; i < keys.size(); ++i)
+  // The file's keys first, so their labels (key1, ...) are the server's with the file alone.
+  server::ApiKeys all = file.empty() ? server::ApiKeys() : server::ApiKeys::load(file);
+  for (size_t i = 0; i < keys.size(); ++i) {
     if (trim(keys[i]).empty()) fail("--api-key: key {} is empty", i + 1);
-  if (keys.empty()) return file.empty() ? server::ApiKeys() : server::ApiKeys::load(file);
-  std::vector<std::string> all;
-  if (!file.empty()) {
-    server::ApiKeys::load(file);  // the server's own checks: readable, at least one key
-    // The same format (server/api_keys.h): one key a line, blank lines and '#' lines skipped.
-    std::istringstream in(read_input_file(file, "API key file"));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::string t = trim(line);
-      if (!t.empty() && t[0] != '#') all.push_back(t);
-    }
+    all.add(keys[i]);
   }
-  for (const std::string& k : keys) all.push_back(trim(k));
-  return server::ApiKeys(std::move(all));
+  return all;
 }
 
 }  // namespace kvasir::cli

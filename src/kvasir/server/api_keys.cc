@@ -37,6 +37,12 @@ ApiKeys::ApiKeys(std::vector<std::string> keys) {
   }
 }
 
+void ApiKeys::add(std::string_view key) {
+  std::string_view t = trim(key);
+  if (t.empty()) fail("an API key must not be empty");
+  keys_.emplace_back(t);
+}
+
 ApiKeys ApiKeys::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot read the API key file", path);

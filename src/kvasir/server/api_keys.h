@@ -21,6 +21,9 @@ class ApiKeys {
   explicit ApiKeys(std::vector<std::string> keys);
   // Throws kvasir::Error naming the file if it cannot be read or holds no key.
   static ApiKeys load(const std::string& path);
+  // Accepts one more key (surrounding whitespace trimmed); its label follows the others'.
+  // Throws kvasir::Error when it is empty.
+  void add(std::string_view key);
 
   bool enabled() const { return !keys_.empty(); }
   size_t size() const { return keys_.size(); }
