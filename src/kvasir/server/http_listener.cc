@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kvasir/server/worker_pool.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/timer.h"
 
@@ -92,54 +93,6 @@ std::string new_request_id() {
   return fmt::format("req-{:016x}", rng());
 }
 
-// Requests that passed screening, waiting for a worker thread.
-class WorkerPool {
- public:
-  void start(int n) {
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  // False (not queued) when max_pending are already waiting.
-  bool post(std::function<void()> fn, int max_pending) {
-    {
-      std::lock_guard lk(mu_);
-      if (stop_ || static_cast<int>(queue_.size()) >= max_pending) return false;
-      queue_.push_back(std::move(fn));
-    }
-    cv_.notify_one();
-    return true;
-  }
-  void stop() {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-    threads_.clear();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and nothing left to do
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  bool stop_ = false;
-};
-
 }  // namespace
 
 // ---- connections ----
@@ -178,7 +131,8 @@ struct HttpListener::Impl {
   std::unordered_map<ConnBase*, std::weak_ptr<ConnBase>> conns;
   std::unordered_map<std::string, int> per_client;
 
-  Impl(ListenerOptions o, HttpHandler& h) : opt(std::move(o)), handler(h) {}
+  Impl(ListenerOptions o, HttpHandler& h)
+      : opt(std::move(o)), handler(h), workers(opt.worker_threads) {}
 
   void do_accept();
   void on_accept(error_code ec, tcp::socket socket);
@@ -387,7 +341,8 @@ class Conn final : public ConnBase {
     req_.body = std::move(parser_->get().body());
     watch();
     auto self = shared();
-    const bool queued = L_.workers.post([self] { self->handle(); }, L_.opt.max_pending);
+    const bool queued = L_.workers.post([self] { self->handle(); },
+                                         static_cast<size_t>(std::max(0, L_.opt.max_pending)));
     if (!queued) {
       keep_alive_ = false;
       write_whole(L_.handler.transport_error(503, "The server is busy; retry later."), true);
@@ -702,7 +657,6 @@ void HttpListener::start() {
   I.started = true;
   I.accepting = true;
   I.work.emplace(net::make_work_guard(I.ioc));
-  I.workers.start(std::max(1, I.opt.worker_threads));
   I.do_accept();
   for (int i = 0; i < std::max(1, I.opt.io_threads); ++i)
     I.io_threads.emplace_back([&I] { I.ioc.run(); });
