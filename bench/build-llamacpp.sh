@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's own benchmark tools (llama-bench, llama-batched-bench) OUTSIDE the
-# repository, from the llama.cpp source bundled with the pinned node-llama-cpp package, and
-# prints the folder holding the two binaries.
+# Builds llama.cpp's own tools OUTSIDE the repository, from the llama.cpp source bundled with the
+# pinned node-llama-cpp package, and prints the folder holding the binaries: the benchmarks
+# (llama-bench, llama-batched-bench) and the quantization references (llama-quantize,
+# llama-perplexity, llama-imatrix: tests/fixtures/llamacpp-quant/make.sh uses them).
 #
 #   bench/build-llamacpp.sh            # build (or reuse) and print the bin folder
 #
@@ -9,7 +10,7 @@
 #   $cache/nlc/node_modules/node-llama-cpp/llama/gitRelease.bundle   source (git bundle)
 #   $cache/llama.cpp-bench/src      clone of the bundle
 #   $cache/llama.cpp-bench/build    CMake build (GGML_NATIVE=ON, CPU only, no network)
-# Idempotent: when both binaries exist and the source commit is unchanged it only prints the
+# Idempotent: when all the tools exist and the source commit is unchanged it only prints the
 # folder. Offline: nothing is downloaded (node-llama-cpp is installed by
 # scripts/install-llamacpp-ref.sh only when the bundle is missing). The compile runs under
 # `nice -n 19` so that it never competes with interactive work on a shared machine; it takes
@@ -54,8 +55,10 @@ fi
 commit="$(git -C "$SRC" rev-parse HEAD)"
 stamp="$BUILD/.kvasir-built-commit"
 
-if [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-batched-bench" ] &&
-   [ "$(cat "$stamp" 2>/dev/null || true)" = "$commit" ]; then
+TOOLS=(llama-bench llama-batched-bench llama-quantize llama-perplexity llama-imatrix)
+all_built=1
+for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || all_built=0; done
+if [ "$all_built" = 1 ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$commit" ]; then
   echo "$BIN"
   exit 0
 fi
@@ -80,6 +83,6 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     -DLLAMA_BUILD_TOOLS=ON \
     -DBUILD_SHARED_LIBS=OFF >&2
 fi
-nice -n 19 cmake --build "$BUILD" --target llama-bench llama-batched-bench -j "$JOBS" >&2
+nice -n 19 cmake --build "$BUILD" --target "${TOOLS[@]}" -j "$JOBS" >&2
 echo "$commit" >"$stamp"
 echo "$BIN"

@@ -8,7 +8,7 @@ namespace kvasir {
 
 namespace {
 // Type ids, names and block geometry as ggml defines them (ggml.h / ggml.c type traits).
-constexpr std::array<DTypeInfo, 20> kInfos = {{
+constexpr std::array<DTypeInfo, 31> kInfos = {{
     {DType::F32, "f32", 1, 4},
     {DType::F16, "f16", 1, 2},
     {DType::Q4_0, "q4_0", 32, 18},
@@ -23,12 +23,23 @@ constexpr std::array<DTypeInfo, 20> kInfos = {{
     {DType::Q5_K, "q5_k", 256, 176},
     {DType::Q6_K, "q6_k", 256, 210},
     {DType::Q8_K, "q8_k", 256, 292},
+    {DType::IQ2_XXS, "iq2_xxs", 256, 66},
+    {DType::IQ2_XS, "iq2_xs", 256, 74},
+    {DType::IQ3_XXS, "iq3_xxs", 256, 98},
+    {DType::IQ1_S, "iq1_s", 256, 50},
+    {DType::IQ4_NL, "iq4_nl", 32, 18},
+    {DType::IQ3_S, "iq3_s", 256, 110},
+    {DType::IQ2_S, "iq2_s", 256, 82},
+    {DType::IQ4_XS, "iq4_xs", 256, 136},
     {DType::I8, "i8", 1, 1},
     {DType::I16, "i16", 1, 2},
     {DType::I32, "i32", 1, 4},
     {DType::I64, "i64", 1, 8},
     {DType::F64, "f64", 1, 8},
+    {DType::IQ1_M, "iq1_m", 256, 56},
     {DType::BF16, "bf16", 1, 2},
+    {DType::TQ1_0, "tq1_0", 256, 54},
+    {DType::TQ2_0, "tq2_0", 256, 66},
 }};
 }  // namespace
 

@@ -7,6 +7,10 @@
 #endif
 #include "kvasir/tensor/quantize.h"
 
+#include "kvasir/tensor/quant_iq4.h"
+#include "kvasir/tensor/quant_k.h"
+#include "kvasir/tensor/quant_legacy.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -34,8 +38,9 @@ inline uint8_t trunc_to_q4(float v) {
 
 void check_supported(DType t, int64_t n, const char* what) {
   if (!has_reference_quantizer(t)) {
-    fail("{}: dtype {} has no reference quantizer (supported: f32, f16, bf16, q8_0, q4_0)", what,
-         dtype_name(t));
+    fail("{}: dtype {} has no reference quantizer (supported: f32, f16, bf16, q8_0, q4_0, q4_1, "
+         "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)",
+         what, dtype_name(t));
   }
   const int bs = dtype_info(t).block_size;
   if (n < 0 || n % bs != 0) {
@@ -52,10 +57,70 @@ bool has_reference_quantizer(DType t) {
     case DType::BF16:
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;
   }
+}
+
+bool uses_importance(DType t) {
+  return has_reference_quantizer(t) && t != DType::F32 && t != DType::F16 && t != DType::BF16 &&
+         t != DType::Q8_0;
+}
+
+namespace {
+enum class Family { kHere, kLegacy, kK, kIq4 };
+Family family(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+      return Family::kLegacy;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return Family::kK;
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return Family::kIq4;
+    default:
+      return Family::kHere;
+  }
+}
+}  // namespace
+
+void quantize_rows(DType t, const float* x, void* out, int64_t rows, int64_t cols,
+                   const float* importance) {
+  check_supported(t, cols, "quantize_rows");
+  if (rows < 0) fail("quantize_rows: negative row count {}", rows);
+  if (!uses_importance(t)) importance = nullptr;
+  // The importance-weighted Q4_0 is ggml's quantize_row_q4_0_impl, next to the other legacy ones.
+  const Family f = t == DType::Q4_0 && importance != nullptr ? Family::kLegacy : family(t);
+  switch (f) {
+    case Family::kLegacy:
+      return quantize_rows_legacy(t, x, out, rows, cols, importance);
+    case Family::kK:
+      return quantize_rows_k(t, x, out, rows, cols, importance);
+    case Family::kIq4:
+      return quantize_rows_iq4(t, x, out, rows, cols, importance);
+    case Family::kHere:
+      break;
+  }
+  const size_t rb = row_bytes(t, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(t, x + r * cols, static_cast<uint8_t*>(out) + static_cast<size_t>(r) * rb, cols);
 }
 
 void quantize_block_q8_0(const float* x, BlockQ8_0* out) {
@@ -93,6 +158,7 @@ void quantize_block_q4_0(const float* x, BlockQ4_0* out) {
 
 void quantize_row(DType t, const float* x, void* out, int64_t n) {
   check_supported(t, n, "quantize_row");
+  if (family(t) != Family::kHere) return quantize_rows(t, x, out, 1, n, nullptr);
   switch (t) {
     case DType::F32:
       std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
@@ -124,6 +190,16 @@ void quantize_row(DType t, const float* x, void* out, int64_t n) {
 
 void dequantize_row(DType t, const void* in, float* out, int64_t n) {
   check_supported(t, n, "dequantize_row");
+  switch (family(t)) {
+    case Family::kLegacy:
+      return dequantize_row_legacy(t, in, out, n);
+    case Family::kK:
+      return dequantize_row_k(t, in, out, n);
+    case Family::kIq4:
+      return dequantize_row_iq4(t, in, out, n);
+    case Family::kHere:
+      break;
+  }
   switch (t) {
     case DType::F32:
       std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
@@ -167,11 +243,8 @@ void dequantize_row(DType t, const void* in, float* out, int64_t n) {
 std::vector<uint8_t> quantize_tensor(DType t, const float* x, int64_t rows, int64_t cols) {
   check_supported(t, cols, "quantize_tensor");
   if (rows < 0) fail("quantize_tensor: negative row count {}", rows);
-  const size_t rb = row_bytes(t, cols);
-  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(t, x + r * cols, out.data() + static_cast<size_t>(r) * rb, cols);
-  }
+  std::vector<uint8_t> out(row_bytes(t, cols) * static_cast<size_t>(rows));
+  quantize_rows(t, x, out.data(), rows, cols, nullptr);
   return out;
 }
 

@@ -1,5 +1,6 @@
-// Reference (scalar) conversion of float rows to and from the weight dtypes F32, F16, BF16, Q8_0
-// and Q4_0.
+// Reference (scalar) conversion of float rows to and from the weight dtypes: F32, F16, BF16, Q8_0
+// and Q4_0 here; Q4_1, Q5_0, Q5_1 (quant_legacy.h), Q2_K .. Q6_K (quant_k.h), IQ4_NL and IQ4_XS
+// (quant_iq4.h) through the same entry points.
 //
 // The quantizers are bit-identical to ggml's reference quantizers (quantize_row_q8_0_ref,
 // quantize_row_q4_0_ref, and its fp16/bf16 round-to-nearest-even conversions), so a file we write
@@ -23,8 +24,19 @@
 
 namespace kvasir {
 
-// Whether quantize_row / dequantize_row support dtype t (F32, F16, BF16, Q8_0, Q4_0).
+// Whether quantize_row / dequantize_row support dtype t.
 bool has_reference_quantizer(DType t);
+// Whether quantize_rows' importance changes the result for t (ggml ignores it for f32, f16, bf16
+// and q8_0).
+bool uses_importance(DType t);
+
+// Quantizes rows x cols floats (row-major) as llama-quantize does: ggml's quantize_<type>(x, out,
+// rows, cols, importance). importance: cols weights (an imatrix entry: the mean squared activation
+// of each input column) or null; with null every type is its reference quantizer
+// (quantize_row), bit for bit. Writes rows * row_bytes(t, cols) bytes. Same errors as
+// quantize_row.
+void quantize_rows(DType t, const float* x, void* out, int64_t rows, int64_t cols,
+                   const float* importance = nullptr);
 
 // Writes row_bytes(t, n) bytes to out. Throws kvasir::Error if t is unsupported or n is not a
 // multiple of t's block size.
