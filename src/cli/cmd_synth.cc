@@ -51,7 +51,7 @@ Runner add_synth(CLI::App& app) {
     bool no_vocab = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--shape", o->shape, "llama-110m | tinyllama-1.1b | llama3-8b")->required();
+  cmd->add_option("--shape", o->shape, "llama-tiny (tests: 256-wide, 4 layers) | llama-110m | tinyllama-1.1b | llama3-8b")->required();
   cmd->add_option("--dtype", o->dtype, "f32 | f16 | bf16 | q8_0 | q4_0");
   cmd->add_option("-o,--output", o->out, "Output GGUF")->required();
   cmd->add_option("--vocab", o->vocab,

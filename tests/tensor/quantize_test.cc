@@ -262,12 +262,14 @@ TEST(Quantize, TensorIsRowsOfQuantizedRows) {
 TEST(Quantize, RejectsUnsupportedTypeAndBadLength) {
   float x[64] = {};
   uint8_t out[256];
-  EXPECT_THROW(quantize_row(DType::Q4_K, x, out, 64), Error);
+  EXPECT_THROW(quantize_row(DType::Q4_K, x, out, 64), Error);  // 64: not a multiple of 256
   EXPECT_THROW(quantize_row(DType::Q8_0, x, out, 48), Error);
   EXPECT_THROW(dequantize_row(DType::Q4_0, out, x, 33), Error);
   EXPECT_THROW(quantize_tensor(DType::Q4_0, x, 2, 31), Error);
   EXPECT_TRUE(has_reference_quantizer(DType::BF16));
-  EXPECT_FALSE(has_reference_quantizer(DType::Q6_K));
+  EXPECT_TRUE(has_reference_quantizer(DType::Q6_K));
+  EXPECT_FALSE(has_reference_quantizer(DType::IQ2_XXS));  // a format we do not read yet
+  EXPECT_THROW(quantize_row(DType::IQ2_XXS, x, out, 256), Error);
   try {
     quantize_row(DType::Q8_0, x, out, 48);
   } catch (const Error& e) {

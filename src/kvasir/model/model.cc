@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kvasir/model/forward_state.h"
+#include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/thread_pool.h"
 
@@ -14,7 +15,7 @@ namespace {
 // The matrix dtypes a backend can compute with (the CPU backend: cpu/packed_matrix.h).
 bool is_matmul_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
-         t == DType::Q4_0;
+         t == DType::Q4_0 || has_reference_quantizer(t);
 }
 
 }  // namespace
@@ -50,7 +51,8 @@ void Model::bind_weights(bool pack) {
     if (!is_matmul_type(t.type))
       fail(
           "{}: tensor '{}' has dtype {}, which kvasir cannot compute with yet (supported: f32, "
-          "f16, bf16, q8_0, q4_0)",
+          "f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
+          "iq4_xs)",
           f.path(), name, dtype_name(t.type));
     return MatrixView{t.type, rows, cols, t.data};
   };

@@ -33,13 +33,15 @@ SynthSpec synth_shape(const std::string& name) {
   s.n_vocab = 32000;
   if (name == "llama-110m") {
     s.dim = 768, s.n_layers = 12, s.n_heads = 12, s.n_kv_heads = 12, s.ffn_dim = 2048;
+  } else if (name == "llama-tiny") {  // for tests: every dim a multiple of 256 (k-quant blocks), GQA
+    s.dim = 256, s.n_layers = 4, s.n_heads = 4, s.n_kv_heads = 2, s.ffn_dim = 768;
   } else if (name == "tinyllama-1.1b") {
     s.dim = 2048, s.n_layers = 22, s.n_heads = 32, s.n_kv_heads = 4, s.ffn_dim = 5632;
   } else if (name == "llama3-8b") {
     s.dim = 4096, s.n_layers = 32, s.n_heads = 32, s.n_kv_heads = 8, s.ffn_dim = 14336;
     s.n_vocab = 128256, s.rope_base = 500000.0f;
   } else {
-    fail("unknown synthetic shape '{}' (known: llama-110m, tinyllama-1.1b, llama3-8b)", name);
+    fail("unknown synthetic shape '{}' (known: llama-tiny, llama-110m, tinyllama-1.1b, llama3-8b)", name);
   }
   s.ctx = 4096;
   return s;

@@ -31,7 +31,8 @@ struct SynthSpec {
   std::string name = "synthetic";
 };
 
-// A named shape from BENCH.md: "llama-110m", "tinyllama-1.1b", "llama3-8b". Throws on unknown.
+// A named shape from BENCH.md: "llama-110m", "tinyllama-1.1b", "llama3-8b", or "llama-tiny" (for
+// tests: dim 256, 4 layers, 4 / 2 heads, ffn 768, 32000 tokens). Throws on unknown.
 SynthSpec synth_shape(const std::string& name);
 
 // Writes the model; throws kvasir::Error on failure.

@@ -33,8 +33,7 @@ struct CpuScratch final : BackendScratch {
 
 // Q8_0 and Q4_0 read Q8_0-quantized activations; the float types read the floats.
 bool same_activation_format(DType a, DType b) {
-  auto quant = [](DType t) { return t == DType::Q8_0 || t == DType::Q4_0; };
-  return quant(a) == quant(b);
+  return uses_q8_activations(a) == uses_q8_activations(b);
 }
 
 const PackedMatrix& packed(const DeviceMatrix& w) {

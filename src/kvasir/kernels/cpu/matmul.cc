@@ -30,7 +30,7 @@ constexpr int64_t kMinParallelBlocks = 512;
 constexpr int64_t kMinParallelTileFloats = kMinParallelBlocks * kQK8_0;
 
 bool is_quantized(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0;
+  return uses_q8_activations(t);
 }
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -182,8 +182,12 @@ void matmul(const MatrixView& w, const Activations& x, float* y, ThreadPool& poo
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   const PackedMatrix packed(w, pool);
   Activations a;
-  a.prepare(x, n_tokens, w.cols, w.type, pool);
+  a.prepare(x, n_tokens, w.cols, packed.type(), pool);
   matmul(packed, a, y, pool);
+}
+
+bool uses_q8_activations(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

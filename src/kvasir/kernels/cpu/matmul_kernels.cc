@@ -195,8 +195,10 @@ HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc)
 }
 
 // Exact integer dot products of one 32-column block, for R panels x T tokens: isum[r][i] holds
-// the 8 rows of panel p + r against token t + i.
-struct Q4Dots {
+// the 8 rows of panel p + r against token t + i. Codes are n - kOffset (Q4_0: 8; Q4_K: 0, its
+// mins are applied by the caller).
+template <int kOffset>
+struct U4Dots {
   static constexpr size_t kCodeBytes = 128;
   template <int R, int T>
   static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
@@ -231,13 +233,19 @@ struct Q4Dots {
     const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
-      const __m256i off = _mm256_set1_epi32(8 * xsum[i * nb + b]);
-      KVASIR_UNROLL
-      for (int r = 0; r < R; ++r)
-        isum[r][i] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][i], ones), off);
+      if constexpr (kOffset != 0) {
+        const __m256i off = _mm256_set1_epi32(kOffset * xsum[i * nb + b]);
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r)
+          isum[r][i] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][i], ones), off);
+      } else {
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_madd_epi16(s16[r][i], ones);
+      }
     }
   }
 };
+using Q4Dots = U4Dots<8>;
 
 struct Q8Dots {
   static constexpr size_t kCodeBytes = 256;
@@ -319,6 +327,74 @@ struct QuantKernel {
   }
 };
 
+// Q4_K: per 32-column block b (sub-block sub of super-block s), with d_b = fp16(d) * sc and
+// m_b = fp16(dmin) * m (exact float products: 11 x 6 significant bits):
+//   acc = fma(d_b * d_x, (float)isum, acc); acc = fma(-(m_b * d_x), (float)xsum, acc)
+// where isum = sum of code * y over the block (codes 0..15) and xsum the activation codes' sum.
+template <int R, int T>
+HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const int64_t ns = W.cols() / kQK_K;
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const int32_t* xsum = j.x->q8_sums() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* meta[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) {
+    codes[r] = W.panel(p + r);
+    meta[r] = codes[r] + W.scales_offset();
+  }
+  __m256 acc[R][T];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < ns; ++s) {
+    for (int sub = 0; sub < 8; ++sub) {
+      const int64_t b = s * 8 + sub;
+      __m256i isum[R][T];
+      U4Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+        const __m256 dmin =
+            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m + 16)));
+        const __m256 sc = _mm256_cvtepi32_ps(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + sub * 8))));
+        const __m256 mn = _mm256_cvtepi32_ps(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 96 + sub * 8))));
+        const __m256 db = _mm256_mul_ps(d, sc);
+        const __m256 mb = _mm256_mul_ps(dmin, mn);
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) {
+          const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
+          acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(db, dx), _mm256_cvtepi32_ps(isum[r][i]),
+                                      acc[r][i]);
+          const __m256 neg_m = _mm256_xor_ps(_mm256_mul_ps(mb, dx), _mm256_set1_ps(-0.0f));
+          acc[r][i] = _mm256_fmadd_ps(
+              neg_m, _mm256_set1_ps(static_cast<float>(xsum[i * nb + b])), acc[r][i]);
+        }
+      }
+    }
+  }
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+}
+
+struct Q4KKernel {
+  static constexpr int kMaxT = 4;
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileQ4K<R, T>(j, p, t);
+  }
+};
+
 // Panels [p0, p1) for tokens [t, t + T): tiles of Rows(T) panels, then single panels.
 template <class K, int T>
 void PanelsForTokens(const Job& j, int64_t p0, int64_t p1, int64_t t) {
@@ -369,6 +445,8 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
       return Panels<QuantKernel<Q8Dots>>(j, p0, p1);
     case DType::Q4_0:
       return Panels<QuantKernel<Q4Dots>>(j, p0, p1);
+    case DType::Q4_K:
+      return Panels<Q4KKernel>(j, p0, p1);
     default:
       return;  // rejected by the caller
   }
@@ -417,6 +495,25 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
           for (int64_t b = 0; b < nb; ++b) {
             const BlockQ8_0& xb = x.q8()[t * nb + b];
             int32_t isum = 0;
+            if (type == DType::Q4_K) {
+              for (int c = 0; c < 32; ++c) {
+                const int v = (c % 16) / 4;
+                const uint8_t byte = panel[b * 128 + v * 32 + lane * 4 + c % 4];
+                isum += (c < 16 ? (byte & 0x0f) : (byte >> 4)) * int32_t{xb.qs[c]};
+              }
+              const uint8_t* m = panel + w.scales_offset() +
+                                 (b / 8) * static_cast<int64_t>(kQ4KPanelMetaBytes);
+              const int sub = static_cast<int>(b % 8);
+              uint16_t dh, mh;
+              std::memcpy(&dh, m + lane * 2, 2);
+              std::memcpy(&mh, m + 16 + lane * 2, 2);
+              const float db = fp16_to_fp32(dh) * static_cast<float>(m[32 + sub * 8 + lane]);
+              const float mb = fp16_to_fp32(mh) * static_cast<float>(m[96 + sub * 8 + lane]);
+              const float dx = x.q8_scales()[t * nb + b];
+              acc = std::fma(db * dx, static_cast<float>(isum), acc);
+              acc = std::fma(-(mb * dx), static_cast<float>(x.q8_sums()[t * nb + b]), acc);
+              continue;
+            }
             for (int c = 0; c < 32; ++c) {
               int32_t code;
               if (type == DType::Q8_0) {

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kvasir/kernels/cpu/matmul.h"
+#include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cpu {
@@ -28,19 +30,31 @@ size_t element_bytes(DType t) {
 // Codes bytes per block and panel (0 for float types).
 size_t code_bytes(DType t) {
   if (t == DType::Q8_0) return 8 * 32;
-  if (t == DType::Q4_0) return 8 * 16;
+  if (t == DType::Q4_0 || t == DType::Q4_K) return 8 * 16;
   return 0;
 }
 
+bool has_kernel(DType t) {
+  return is_float_family(t) || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
+}
+
+// Bytes of scales per panel after the codes.
+size_t meta_bytes(DType t, int64_t cols) {
+  if (t == DType::Q4_K) return static_cast<size_t>(cols / kQK_K) * kQ4KPanelMetaBytes;
+  return static_cast<size_t>(cols / kQK8_0) * kPanelRows * 2;
+}
+
 void check_shape(DType t, int64_t rows, int64_t cols) {
-  if (!is_float_family(t) && t != DType::Q8_0 && t != DType::Q4_0) {
-    fail("pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0)",
+  if (!has_kernel(t)) {
+    fail("pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, and "
+         "through f16: q4_1, q5_0, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs)",
          dtype_name(t));
   }
   if (rows < 0 || cols <= 0) fail("pack: invalid weight shape {} x {}", rows, cols);
-  if (!is_float_family(t) && cols % kQK8_0 != 0) {
+  const int bs = dtype_info(t).block_size;
+  if (cols % bs != 0) {
     fail("pack: {} weight has {} columns, not a multiple of the block size {}", dtype_name(t), cols,
-         kQK8_0);
+         bs);
   }
 }
 
@@ -49,7 +63,47 @@ size_t panel_bytes_of(DType t, int64_t cols) {
     return round_up(static_cast<size_t>(cols) * kPanelRows * element_bytes(t), kPanelAlign);
   }
   const auto nb = static_cast<size_t>(cols / kQK8_0);
-  return round_up(nb * (code_bytes(t) + kPanelRows * 2), kPanelAlign);
+  return round_up(nb * code_bytes(t) + meta_bytes(t, cols), kPanelAlign);
+}
+
+// Q4_K (ggml block of 256: fp16 d, fp16 dmin, 12 bytes of packed 6-bit scales and mins, 128 bytes
+// of nibbles; element 64c + l is the low nibble of qs[32c + l], element 64c + 32 + l its high
+// nibble, l < 32): row j of panel p goes into the Q4_0 code layout and the panel's meta area.
+void pack_q4_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size_t meta_offset) {
+  constexpr size_t kBlockBytes = 144;
+  const int64_t ns = cols / kQK_K;
+  for (int64_t s = 0; s < ns; ++s) {
+    const uint8_t* blk = row + static_cast<size_t>(s) * kBlockBytes;
+    const uint8_t* sc = blk + 4;
+    const uint8_t* qs = blk + 16;
+    uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ4KPanelMetaBytes;
+    std::memcpy(meta + j * 2, blk, 2);                   // d
+    std::memcpy(meta + kPanelRows * 2 + j * 2, blk + 2, 2);  // dmin
+    for (int sub = 0; sub < 8; ++sub) {
+      uint8_t scale, min;
+      if (sub < 4) {
+        scale = sc[sub] & 63;
+        min = sc[sub + 4] & 63;
+      } else {
+        scale = static_cast<uint8_t>((sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4));
+        min = static_cast<uint8_t>((sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4));
+      }
+      meta[32 + sub * kPanelRows + j] = scale;
+      meta[32 + 64 + sub * kPanelRows + j] = min;
+    }
+    auto code = [&](int e) -> uint8_t {  // element e of the super-block
+      const int c = e / 64, l = e % 64;
+      return l < 32 ? qs[32 * c + l] & 0x0f : qs[32 * c + l - 32] >> 4;
+    };
+    for (int sub = 0; sub < 8; ++sub) {
+      uint8_t* codes = panel + static_cast<size_t>(s * 8 + sub) * 128;
+      for (int v = 0; v < 4; ++v)
+        for (int i = 0; i < 4; ++i) {
+          const int e = sub * 32 + 4 * v + i;
+          codes[v * 32 + j * 4 + i] = static_cast<uint8_t>(code(e) | code(e + 16) << 4);
+        }
+    }
+  }
 }
 
 // dst[k * 8 + j] = row j's element k, for the n_rows (<= 8) rows starting at src.
@@ -62,6 +116,25 @@ void transpose_panel(const uint8_t* src, size_t row_stride, int64_t n_rows, int6
   E* dst = reinterpret_cast<E*>(dst_bytes);
   for (int64_t k = 0; k < cols; ++k)
     for (int64_t j = 0; j < n_rows; ++j) dst[k * kPanelRows + j] = rows[j][k];
+}
+
+// Panel p of a matrix stored in a format without kernels of its own: its rows dequantized (ggml's
+// formula, dequantize_row) and rounded to f16, in the F16 panel layout.
+void pack_panel_via_f16(const MatrixView& w, int64_t p, uint8_t* dst, std::vector<float>& row,
+                        std::vector<uint16_t>& half) {
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  const size_t rb = row_bytes(w.type, w.cols);
+  const int64_t r0 = p * kPanelRows;
+  const int64_t n_rows = std::min<int64_t>(kPanelRows, w.rows - r0);
+  const auto cols = static_cast<size_t>(w.cols);
+  row.resize(cols);
+  half.resize(cols * kPanelRows);
+  for (int64_t j = 0; j < n_rows; ++j) {
+    dequantize_row(w.type, src + static_cast<size_t>(r0 + j) * rb, row.data(), w.cols);
+    for (size_t k = 0; k < cols; ++k) half[static_cast<size_t>(j) * cols + k] = fp32_to_fp16(row[k]);
+  }
+  transpose_panel<uint16_t>(reinterpret_cast<const uint8_t*>(half.data()), cols * 2, n_rows,
+                            w.cols, dst);
 }
 
 // Packs panel p of w into dst (panel_bytes bytes, already zeroed).
@@ -81,6 +154,12 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   }
   const int64_t nb = w.cols / kQK8_0;
   const size_t cb = code_bytes(w.type);
+  if (w.type == DType::Q4_K) {
+    for (int64_t j = 0; j < n_rows; ++j)
+      pack_q4_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst,
+                    static_cast<size_t>(nb) * cb);
+    return;  // padding rows: zero scales, so they produce exactly 0
+  }
   uint8_t* scales = dst + static_cast<size_t>(nb) * cb;
   for (int64_t j = 0; j < n_rows; ++j) {
     const uint8_t* row = src + static_cast<size_t>(r0 + j) * rb;
@@ -106,28 +185,48 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
 
 }  // namespace
 
+DType packed_type(DType stored) {
+  if (has_kernel(stored)) return stored;
+  if (has_reference_quantizer(stored)) return DType::F16;
+  return stored;  // unsupported: check_shape says so
+}
+
 size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
+  if (packed_type(t) != t) {
+    if (cols % dtype_info(t).block_size != 0)
+      fail("pack: {} weight has {} columns, not a multiple of the block size {}", dtype_name(t),
+           cols, dtype_info(t).block_size);
+    t = packed_type(t);
+  }
   check_shape(t, rows, cols);
   return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) * panel_bytes_of(t, cols);
 }
 
 PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
-    : DeviceMatrix(w.type, w.rows, w.cols) {
-  check_shape(w.type, w.rows, w.cols);
+    : DeviceMatrix(packed_type(w.type), w.rows, w.cols), stored_type_(w.type) {
+  const DType t = type();
+  (void)packed_bytes(w.type, w.rows, w.cols);  // the shape checks
   if (w.rows > 0 && w.data == nullptr) fail("pack: weight matrix has no data");
-  panel_bytes_ = panel_bytes_of(w.type, w.cols);
-  block_code_bytes_ = code_bytes(w.type);
+  panel_bytes_ = panel_bytes_of(t, w.cols);
+  block_code_bytes_ = code_bytes(t);
   scales_offset_ = static_cast<size_t>(w.cols / kQK8_0) * block_code_bytes_;
   const int64_t np = n_panels();
   data_ = hwy::AllocateAligned<uint8_t>(std::max<size_t>(bytes(), 1));
   if (!data_) fail("pack: cannot allocate {} bytes for a {} x {} matrix", bytes(), rows(), cols());
   uint8_t* base = data_.get();
   const size_t pb = panel_bytes_;
+  const bool via_f16 = t != w.type;
   pool.parallel_for(np, [&](int64_t p0, int64_t p1, int) {
+    std::vector<float> row;
+    std::vector<uint16_t> half;
     for (int64_t p = p0; p < p1; ++p) {
       uint8_t* dst = base + static_cast<size_t>(p) * pb;
       std::memset(dst, 0, pb);
-      pack_panel(w, p, dst);
+      if (via_f16) {
+        pack_panel_via_f16(w, p, dst, row, half);
+      } else {
+        pack_panel(w, p, dst);
+      }
     }
   });
 }

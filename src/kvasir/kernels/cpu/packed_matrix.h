@@ -17,7 +17,18 @@
 //     4v .. 4v+3 of row 8p + j's ggml block (low nibbles: columns 32b + 4v + i, high nibbles:
 //     columns 32b + 16 + 4v + i, each code q + 8 in 0..15 as in ggml); codes first (nb x 128
 //     bytes), then the fp16 scales, 8 per block.
+//   Q4_K: the codes (4-bit, 0..15) in the Q4_0 code layout, 32-column block by block (nb x 128
+//     bytes); then per 256-column super-block s, kQ4KPanelMetaBytes = 160 bytes: the 8 rows' fp16
+//     d, the 8 rows' fp16 dmin, then sub-block scales sc[8 sub-blocks][8 rows] and mins
+//     m[8][8] (uint8, 0..63, unpacked from ggml's 12-byte 6-bit encoding).
+//     w = d * sc * code - dmin * m.
 // The codes and scales are copied bit for bit: packing loses nothing.
+//
+// Formats without kernels of their own yet (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS) are
+// dequantized at load (ggml's formula) and packed as F16: type() is then F16 and stored_type()
+// the file's format. This is an interim path: correct (the f16 rounding, relative 2^-11, is far
+// below the formats' own error) but it streams 16 bits per weight instead of 2.6 .. 6.6.
 #pragma once
 
 #include <hwy/aligned_allocator.h>
@@ -27,23 +38,26 @@
 
 #include "kvasir/kernels/backend.h"
 #include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/quant_k.h"
 #include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cpu {
 
 constexpr int64_t kPanelRows = 8;
+constexpr size_t kQ4KPanelMetaBytes = 2 * kPanelRows * 2 + 2 * 8 * kPanelRows;
 
 // The CPU backend's DeviceMatrix (kernels/backend.h).
 class PackedMatrix final : public DeviceMatrix {
  public:
   PackedMatrix() = default;
-  // Repacks `w` (ggml row layout; F32, F16, BF16, Q8_0 or Q4_0). The copy runs on `pool`.
+  // Repacks `w` (ggml row layout; any type packed_type() accepts). The copy runs on `pool`.
   // Throws kvasir::Error for an unsupported dtype or a shape the dtype cannot have.
   PackedMatrix(const MatrixView& w, ThreadPool& pool);
   PackedMatrix(PackedMatrix&&) noexcept = default;
   PackedMatrix& operator=(PackedMatrix&&) noexcept = default;
 
   BackendKind backend() const override { return BackendKind::kCpu; }
+  DType stored_type() const { return stored_type_; }  // the type the weights were read in
   int64_t n_panels() const { return (rows() + kPanelRows - 1) / kPanelRows; }
   size_t panel_bytes() const { return panel_bytes_; }
   const uint8_t* panel(int64_t p) const {
@@ -53,17 +67,23 @@ class PackedMatrix final : public DeviceMatrix {
   size_t bytes() const override { return static_cast<size_t>(n_panels()) * panel_bytes_; }
   bool empty() const { return data_ == nullptr; }
 
-  // Offset of the fp16 scales inside a quantized panel (after every block's codes).
+  // Offset of the scales inside a quantized panel (after every block's codes): Q8_0/Q4_0 fp16
+  // scales, 8 per block; Q4_K the per-super-block meta area described above.
   size_t scales_offset() const { return scales_offset_; }
-  // Bytes of codes per block and panel: 256 (Q8_0) or 128 (Q4_0).
+  // Bytes of codes per block and panel: 256 (Q8_0) or 128 (Q4_0, Q4_K).
   size_t block_code_bytes() const { return block_code_bytes_; }
 
  private:
   size_t panel_bytes_ = 0;
   size_t scales_offset_ = 0;
   size_t block_code_bytes_ = 0;
+  DType stored_type_ = DType::F32;
   hwy::AlignedFreeUniquePtr<uint8_t[]> data_;
 };
+
+// The type a matrix stored as `stored` is packed and computed in (itself, or F16 for the formats
+// that go through f16; see above).
+DType packed_type(DType stored);
 
 // Bytes a packed copy of a rows x cols matrix of dtype t takes (for memory planning).
 size_t packed_bytes(DType t, int64_t rows, int64_t cols);

@@ -1,0 +1,186 @@
+// matmul on the GGUF formats beyond Q8_0/Q4_0: Q4_K's own kernel against matmul.h's contract
+// (bit for bit, every SIMD target, every tile and batch shape) and against the double-precision
+// dot of the dequantized weights; the formats packed through f16 (packed_matrix.h) against the F16
+// kernel on the same values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvasir/kernels/cpu/matmul.h"
+#include "kvasir/tensor/quant_k.h"
+#include "kvasir/tensor/quantize.h"
+#include "test_util/random.h"
+
+namespace kvasir::cpu {
+namespace {
+
+using test_util::random_normal;
+
+struct Weights {
+  DType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  MatrixView matrix() const { return {type, rows, cols, bytes.data()}; }
+};
+
+Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = random_normal(rows * cols, seed, 0.5f);
+  return {t, rows, cols, quantize_tensor(t, w.data(), rows, cols)};
+}
+
+std::vector<float> run_matmul(const Weights& w, const float* x, int64_t n_tokens,
+                              ThreadPool& pool) {
+  std::vector<float> y(static_cast<size_t>(n_tokens * w.rows), -1.0f);
+  matmul(w.matrix(), x, n_tokens, y.data(), pool);
+  return y;
+}
+
+class PerTargetK : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { force_simd_target(GetParam()); }
+  void TearDown() override { force_simd_target(""); }
+};
+
+// Q4_K sub-block j (0..7) of a ggml block: scale and min, decoded from the 12-byte 6-bit field
+// (ggml-common.h's layout: sub-blocks 0-3 in the low 6 bits of bytes 0-3 / 4-7; 4-7 split
+// between the low/high nibbles of bytes 8-11 and the top 2 bits of bytes 0-7).
+void q4k_scale_min(const BlockQ4_K& b, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = b.scales[j] & 63;
+    *m = b.scales[j + 4] & 63;
+  } else {
+    *sc = (b.scales[j + 4] & 0x0f) | ((b.scales[j - 4] >> 6) << 4);
+    *m = (b.scales[j + 4] >> 4) | ((b.scales[j] >> 6) << 4);
+  }
+}
+int q4k_code(const BlockQ4_K& b, int e) {  // element e (0..255) of the super-block
+  const int c = e / 64, l = e % 64;
+  return l < 32 ? (b.qs[32 * c + l] & 0x0f) : (b.qs[32 * c + l - 32] >> 4);
+}
+
+// matmul.h's Q4_K contract as a scalar loop over ggml's row layout (independent of the packing).
+std::vector<float> q4k_contract(const Weights& w, const std::vector<float>& x, int64_t n_tokens) {
+  const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
+  std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ4_K*>(w.bytes.data() +
+                                                         static_cast<size_t>(r) * row_bytes(w.type, cols));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ4_K& blk = row[b / 8];
+        const int sub = static_cast<int>(b % 8);
+        int sc, m;
+        q4k_scale_min(blk, sub, &sc, &m);
+        const BlockQ8_0& xb = xq[t * nb + b];
+        int32_t isum = 0, xsum = 0;
+        for (int j = 0; j < 32; ++j) {
+          isum += q4k_code(blk, sub * 32 + j) * xb.qs[j];
+          xsum += xb.qs[j];
+        }
+        const float dx = fp16_to_fp32(xb.d);
+        const float db = fp16_to_fp32(blk.d) * static_cast<float>(sc);
+        const float mb = fp16_to_fp32(blk.dmin) * static_cast<float>(m);
+        acc = std::fma(db * dx, static_cast<float>(isum), acc);
+        acc = std::fma(-(mb * dx), static_cast<float>(xsum), acc);
+      }
+      y[t * rows + r] = acc;
+    }
+  }
+  return y;
+}
+
+TEST_P(PerTargetK, Q4KBitIdenticalToTheContractLoop) {
+  ThreadPool pool(3);
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  // Partial panels, odd panel counts, every token tile width and tail; {300, 768, 64} is large
+  // enough for the activations to be quantized on the pool and for several chunks per thread.
+  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {300, 768, 7}, {8, 256, 4},
+                          {3, 256, 5},  {300, 768, 64}, {21, 2304, 3}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                 " tokens=" + std::to_string(s.n_tokens));
+    const Weights w = make_weights(DType::Q4_K, s.rows, s.cols, 201);
+    const std::vector<float> x = random_normal(s.n_tokens * s.cols, 202);
+    const std::vector<float> want = q4k_contract(w, x, s.n_tokens);
+    const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  }
+}
+
+// Against the double-precision dot of the dequantized weights (dequantize_row: ggml's formula)
+// with the unquantized activations. The contract's terms are exact but for the activation
+// quantization, |x - d_x q_x| <= 0.5625 d_x (half a step plus the fp16 rounding of the scale, see
+// quantize_test), and float rounding: each of the 2 nb FMAs and the scale products rounds once
+// (u = 2^-24) against magnitudes bounded by sum |w_k| |x_k| plus the min terms; (2 nb + 8) u times
+// that magnitude is a generous bound. A wrong code, scale, min or sub-block index is off by far
+// more.
+TEST_P(PerTargetK, Q4KMatchesDequantizedDot) {
+  ThreadPool pool(2);
+  const int64_t rows = 45, cols = 768, n = 3, nb = cols / 32;
+  const Weights w = make_weights(DType::Q4_K, rows, cols, 301);
+  const std::vector<float> x = random_normal(n * cols, 302);
+  const std::vector<float> y = run_matmul(w, x.data(), n, pool);
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n * nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), n * cols);
+  std::vector<float> wr(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w.matrix(), r, wr.data());
+    const auto* row = reinterpret_cast<const BlockQ4_K*>(w.bytes.data() +
+                                                         static_cast<size_t>(r) * row_bytes(w.type, cols));
+    for (int64_t t = 0; t < n; ++t) {
+      double dot = 0, act_err = 0, mag = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double dx = fp16_to_fp32(xq[t * nb + k / 32].d);
+        dot += double{wr[k]} * x[t * cols + k];
+        act_err += std::fabs(double{wr[k]}) * 0.5625 * dx;
+        // The two partial terms the kernel adds: d_b * code * x and m_b * x.
+        const BlockQ4_K& blk = row[k / 256];
+        int sc, m;
+        q4k_scale_min(blk, static_cast<int>((k % 256) / 32), &sc, &m);
+        const double xv = std::fabs(double{x[t * cols + k]}) + dx;
+        mag += (fp16_to_fp32(blk.d) * sc * q4k_code(blk, static_cast<int>(k % 256)) +
+                fp16_to_fp32(blk.dmin) * m) *
+               xv;
+      }
+      const double tol = act_err + static_cast<double>(2 * nb + 8) * std::ldexp(1.0, -24) * mag;
+      ASSERT_NEAR(y[t * rows + r], dot, tol) << "r=" << r << " t=" << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matmul, PerTargetK, ::testing::ValuesIn(simd_targets()),
+                         [](const auto& info) { return info.param; });
+
+// Formats without kernels of their own yet are dequantized at load and packed as F16: their
+// matmul must be exactly the F16 matmul of the same values rounded to f16.
+TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
+  ThreadPool pool(2);
+  const int64_t rows = 19, cols = 512, n = 5;
+  const std::vector<float> x = random_normal(n * cols, 402);
+  for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K,
+                  DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    EXPECT_EQ(packed_type(t), DType::F16);
+    const Weights w = make_weights(t, rows, cols, 401);
+    std::vector<float> deq(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) dequantize_row(w.matrix(), r, deq.data() + r * cols);
+    const Weights h{DType::F16, rows, cols, quantize_tensor(DType::F16, deq.data(), rows, cols)};
+    const std::vector<float> got = run_matmul(w, x.data(), n, pool);
+    const std::vector<float> want = run_matmul(h, x.data(), n, pool);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    EXPECT_EQ(packed_bytes(t, rows, cols), packed_bytes(DType::F16, rows, cols));
+  }
+  EXPECT_EQ(packed_type(DType::Q4_K), DType::Q4_K);
+  EXPECT_EQ(packed_type(DType::Q4_0), DType::Q4_0);
+}
+
+}  // namespace
+}  // namespace kvasir::cpu
