@@ -1,12 +1,16 @@
-// kvasir inspect FILE: metadata, architecture summary and the tensor table of a GGUF file.
+// kvasir inspect FILE: metadata, architecture summary and the tensor table of a GGUF file, with
+// bits per weight per tensor, per type and for the whole file (as llama-quantize reports it:
+// tensor bytes x 8 / elements), and the file type's llama-quantize name (general.file_type).
 #include <fmt/format.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "commands.h"
 #include "kvasir/format/gguf.h"
 #include "kvasir/model/config.h"
+#include "kvasir/quant/quant_mixture.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cli {
@@ -38,17 +42,46 @@ Runner add_inspect(CLI::App& app) {
         fmt::print("\narchitecture: not runnable by kvasir: {}\n", e.what());
       }
     }
-    uint64_t total = 0;
-    fmt::print("\ntensors ({}):\n  {:<36} {:<6} {:<22} {:>12}\n", f.tensors().size(), "name",
-               "dtype", "shape", "bytes");
+    uint64_t total = 0, elements = 0;
+    struct PerType {
+      int n = 0;
+      uint64_t bytes = 0, elements = 0;
+    };
+    std::map<std::string, PerType> per_type;
+    fmt::print("\ntensors ({}):\n  {:<36} {:<7} {:<22} {:>12} {:>7}\n", f.tensors().size(),
+               "name", "dtype", "shape", "bytes", "bpw");
+    auto bpw = [](uint64_t bytes, uint64_t n) { return n == 0 ? 0.0 : 8.0 * bytes / n; };
     for (const auto& t : f.tensors()) {
       std::string shape;
       for (size_t i = 0; i < t.shape.size(); ++i)
         shape += (i ? " x " : "") + std::to_string(t.shape[i]);
-      fmt::print("  {:<36} {:<6} {:<22} {:>12}\n", t.name, dtype_name(t.type), shape, t.nbytes);
+      const auto n = static_cast<uint64_t>(t.n_elements());
+      fmt::print("  {:<36} {:<7} {:<22} {:>12} {:>7.3f}\n", t.name, dtype_name(t.type), shape,
+                 t.nbytes, bpw(t.nbytes, n));
       total += t.nbytes;
+      elements += n;
+      PerType& p = per_type[std::string(dtype_name(t.type))];
+      ++p.n;
+      p.bytes += t.nbytes;
+      p.elements += n;
     }
-    fmt::print("  total tensor bytes: {} ({:.2f} MiB)\n", total, total / 1048576.0);
+    fmt::print("  total tensor bytes: {} ({:.2f} MiB), {} weights, {:.3f} bits per weight\n", total,
+               total / 1048576.0, elements, bpw(total, elements));
+    fmt::print("\nby type:\n");
+    for (const auto& [name, p] : per_type)
+      fmt::print("  {:<7} {:>4} tensors {:>12} bytes {:>6.2f}% of the file's weights {:>7.3f} bpw\n",
+                 name, p.n, p.bytes, elements ? 100.0 * p.elements / elements : 0.0,
+                 bpw(p.bytes, p.elements));
+    if (const auto* ft = f.find("general.file_type"); ft != nullptr) {
+      std::string name = "unknown";
+      uint64_t id = 0;
+      try {
+        id = ft->as_uint();
+        name = std::string(mixture_name(static_cast<FileType>(id)));
+      } catch (const Error&) {  // not an integer, or a type llama.cpp does not define
+      }
+      fmt::print("file type (general.file_type): {} ({})\n", name, id);
+    }
     return 0;
   };
 }

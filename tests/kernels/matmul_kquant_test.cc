@@ -1,4 +1,4 @@
-// matmul on the GGUF formats beyond Q8_0/Q4_0: Q4_K's own kernel against matmul.h's contract
+// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K and Q6_K kernels against matmul.h's contract
 // (bit for bit, every SIMD target, every tile and batch shape) and against the double-precision
 // dot of the dequantized weights; the formats packed through f16 (packed_matrix.h) against the F16
 // kernel on the same values.
@@ -95,6 +95,99 @@ std::vector<float> q4k_contract(const Weights& w, const std::vector<float>& x, i
   return y;
 }
 
+// Q6_K element e (0..255) of a ggml block: code 0..63 (ggml-common.h: ql holds the low 4 bits,
+// qh the top 2, in 128-element halves of four 32-element quarters) and its 16-column scale.
+int q6k_code(const BlockQ6_K& b, int e) {
+  const int h = e / 128, quarter = (e % 128) / 32, l = e % 32;
+  const uint8_t* ql = b.ql + 64 * h;
+  const uint8_t* qh = b.qh + 32 * h;
+  const int low = quarter == 0   ? ql[l] & 15
+                  : quarter == 1 ? ql[l + 32] & 15
+                  : quarter == 2 ? ql[l] >> 4
+                                 : ql[l + 32] >> 4;
+  return low | ((qh[l] >> (2 * quarter)) & 3) << 4;
+}
+
+// matmul.h's Q6_K contract as a scalar loop over ggml's row layout.
+std::vector<float> q6k_contract(const Weights& w, const std::vector<float>& x, int64_t n_tokens) {
+  const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
+  std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ6_K*>(
+        w.bytes.data() + static_cast<size_t>(r) * row_bytes(w.type, cols));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ6_K& blk = row[b / 8];
+        const BlockQ8_0& xb = xq[t * nb + b];
+        const float dx = fp16_to_fp32(xb.d);
+        for (int h = 0; h < 2; ++h) {
+          const int e0 = static_cast<int>(b % 8) * 32 + 16 * h;
+          int32_t isum = 0, ysum = 0;
+          for (int c = 0; c < 16; ++c) {
+            isum += q6k_code(blk, e0 + c) * xb.qs[16 * h + c];
+            ysum += xb.qs[16 * h + c];
+          }
+          const float dd = fp16_to_fp32(blk.d) * static_cast<float>(blk.scales[e0 / 16]);
+          acc = std::fma(dd * dx, static_cast<float>(isum - 32 * ysum), acc);
+        }
+      }
+      y[t * rows + r] = acc;
+    }
+  }
+  return y;
+}
+
+TEST_P(PerTargetK, Q6KBitIdenticalToTheContractLoop) {
+  ThreadPool pool(3);
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {300, 768, 7}, {8, 256, 4},
+                          {3, 256, 5},  {300, 768, 64}, {21, 2304, 3}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                 " tokens=" + std::to_string(s.n_tokens));
+    const Weights w = make_weights(DType::Q6_K, s.rows, s.cols, 211);
+    const std::vector<float> x = random_normal(s.n_tokens * s.cols, 212);
+    const std::vector<float> want = q6k_contract(w, x, s.n_tokens);
+    const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  }
+}
+
+// The contract's codes and scales are ggml's: its terms, summed in double, equal the dot of the
+// dequantized weights with the Q8_0-rounded activations up to float rounding (2 nb + 8 roundings
+// against the magnitude sum; see Q4KMatchesDequantizedDot for the activation bound).
+TEST_P(PerTargetK, Q6KMatchesDequantizedDot) {
+  ThreadPool pool(2);
+  const int64_t rows = 45, cols = 768, n = 3, nb = cols / 32;
+  const Weights w = make_weights(DType::Q6_K, rows, cols, 311);
+  const std::vector<float> x = random_normal(n * cols, 312);
+  const std::vector<float> y = run_matmul(w, x.data(), n, pool);
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n * nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), n * cols);
+  std::vector<float> wr(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w.matrix(), r, wr.data());
+    for (int64_t t = 0; t < n; ++t) {
+      double dot = 0, act_err = 0, mag = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double dx = fp16_to_fp32(xq[t * nb + k / 32].d);
+        dot += double{wr[k]} * x[t * cols + k];
+        act_err += std::fabs(double{wr[k]}) * 0.5625 * dx;
+        mag += std::fabs(double{wr[k]}) * (std::fabs(double{x[t * cols + k]}) + dx);
+      }
+      // Both halves' i_h carry the -32 offset: their magnitude is bounded by 64 / |code - 32|
+      // times the weight's; 64 * sum |d sc| |y| covers it.
+      const double tol = act_err + static_cast<double>(2 * nb + 8) * std::ldexp(1.0, -24) * 64 * mag;
+      ASSERT_NEAR(y[t * rows + r], dot, tol) << "r=" << r << " t=" << t;
+    }
+  }
+}
+
 TEST_P(PerTargetK, Q4KBitIdenticalToTheContractLoop) {
   ThreadPool pool(3);
   struct Shape {
@@ -166,7 +259,7 @@ TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
   const int64_t rows = 19, cols = 512, n = 5;
   const std::vector<float> x = random_normal(n * cols, 402);
   for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K,
-                  DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+                  DType::IQ4_NL, DType::IQ4_XS}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     EXPECT_EQ(packed_type(t), DType::F16);
     const Weights w = make_weights(t, rows, cols, 401);
@@ -179,6 +272,7 @@ TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
     EXPECT_EQ(packed_bytes(t, rows, cols), packed_bytes(DType::F16, rows, cols));
   }
   EXPECT_EQ(packed_type(DType::Q4_K), DType::Q4_K);
+  EXPECT_EQ(packed_type(DType::Q6_K), DType::Q6_K);
   EXPECT_EQ(packed_type(DType::Q4_0), DType::Q4_0);
 }
 

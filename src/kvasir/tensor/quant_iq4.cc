@@ -8,26 +8,21 @@
 #include "kvasir/tensor/quant_iq4.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
+#include "kvasir/tensor/quant_search.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir {
 
 namespace {
 
+using quant_detail::kGroupMaxEps;
+using quant_detail::nearest_int;
+using quant_detail::signed_absmax;
+using quant_detail::weight_by_importance;
+
 constexpr int kGroup = 32;  // weights per scale group
 constexpr int kTries = 7;   // candidate scales: 2 * kTries + 1 besides the first
-constexpr float kGroupMaxEps = 1e-15f;
-
-// ggml's nearest_int: round to nearest (ties to even) through the float mantissa.
-inline int nearest_int(float v) {
-  const float biased = v + 12582912.0f;  // 1.5 * 2^23
-  int32_t bits;
-  std::memcpy(&bits, &biased, sizeof bits);
-  return (bits & 0x007fffff) - 0x00400000;
-}
 
 // Index of the table level nearest to v (the upper one on a tie; the last for NaN), with the same
 // comparisons as ggml's best_index_int8. Its bisection ends on the bracket lo = the last level
@@ -47,15 +42,8 @@ inline int nearest_level(float v) {
 // end, then 15 grids around that are tried and the best weighted fit kept. 0 for a group of
 // (near) zeros.
 float group_scale(const float* x, const float* w) {
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < kGroup; ++j) {
-    const float a = std::fabs(x[j]);
-    if (a > amax) {
-      amax = a;
-      max = x[j];
-    }
-  }
+  float amax;
+  const float max = signed_absmax(kGroup, x, &amax);
   if (amax < kGroupMaxEps) return 0.0f;
   const float first = static_cast<float>(kIQ4NLValues[0]);
   // Weighted sums of q * x and q^2 for the indices nearest to id * x.
@@ -86,7 +74,7 @@ float group_scale(const float* x, const float* w) {
 // Per-weight importance of a group: x^2, or importance * sqrt(sigma2 + x^2).
 inline void group_weights(const float* x, const float* importance, float sigma2, float* w) {
   if (importance != nullptr) {
-    for (int j = 0; j < kGroup; ++j) w[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+    weight_by_importance(kGroup, x, importance, sigma2, w);
   } else {
     for (int j = 0; j < kGroup; ++j) w[j] = x[j] * x[j];
   }
@@ -122,18 +110,12 @@ void quantize_block_iq4_xs(const float* x, const float* importance, BlockIQ4_XS*
   const float sigma2 = sigma2_of(x, kQKIQ4_XS);
   float scales[kGroups];
   float w[kGroup];
-  float amax_scale = 0.0f;
-  float max_scale = 0.0f;
   for (int g = 0; g < kGroups; ++g) {
     const float* xg = x + g * kGroup;
     group_weights(xg, importance != nullptr ? importance + g * kGroup : nullptr, sigma2, w);
     scales[g] = group_scale(xg, w);
-    const float a = std::fabs(scales[g]);
-    if (a > amax_scale) {
-      amax_scale = a;
-      max_scale = scales[g];
-    }
   }
+  const float max_scale = signed_absmax(kGroups, scales);
   // Group scales onto d * (ls - 32), ls in 0..63; the largest lands on -32.
   const float d = -max_scale / 32.0f;
   y->d = fp32_to_fp16(d);

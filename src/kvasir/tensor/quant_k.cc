@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kvasir/tensor/quant_search.h"
 #include "kvasir/util/error.h"
 
 // The searches below follow ggml's arithmetic operation for operation (same operand order, same
@@ -20,83 +21,25 @@
 namespace kvasir {
 namespace {
 
-constexpr float kGroupMaxEps = 1e-15f;  // below this a group counts as all zero
-
-// Round to nearest, ties to even, via the 1.5 * 2^23 trick ggml uses: exact for |v| < 2^22, and
-// for larger magnitudes the same (wrapped) integer ggml's version yields.
-inline int nearest_int(float v) {
-  const float shifted = v + 12582912.0f;
-  int32_t bits;
-  std::memcpy(&bits, &shifted, sizeof bits);
-  return (bits & 0x007fffff) - 0x00400000;
-}
+using quant_detail::fit_affine;
+using quant_detail::fit_symmetric;
+using quant_detail::kGroupMaxEps;
+using quant_detail::nearest_int;
+using quant_detail::signed_absmax;
+using quant_detail::weight_by_importance;
 
 inline int clamp_int(int v, int lo, int hi) {
   return std::max(lo, std::min(hi, v));
 }
 
-// ---- sub-block fits ----
-
-// Symmetric fit of x[0..n) to codes l in [-nmax, nmax) (stored in L as l + nmax): weighted least
-// squares scale for the absmax-derived code assignment and 18 perturbed ones, keeping the best.
-// Weights are qw when given, else x^2 (ggml's make_qx_quants with rmse_type 1).
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* qw) {
-  float amax = 0.0f, max = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (a > amax) {
-      amax = a;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    std::memset(L, 0, static_cast<size_t>(n));
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0.0f, suml2 = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = qw ? qw[i] : x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-  }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
-  for (int step = -9; step <= 9; ++step) {
-    if (step == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max;
-    sumlx = 0.0f;
-    suml2 = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-      const float w = qw ? qw[i] : x[i] * x[i];
-      sumlx += w * x[i] * static_cast<float>(l);
-      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-    }
-    if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i)
-        L[i] = static_cast<int8_t>(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  return scale;
-}
+// ---- sub-block fits used by k-quants only (the shared ones are in quant_search.h) ----
 
 // Q3_K's reference sub-block fit (ggml's make_q3_quants with do_rmse): absmax codes in
 // [-nmax, nmax), then up to five passes moving single codes to their least-squares optimum
 // (weights x^2) while that improves the fit. L gets l + nmax (or 0 for an all-zero group).
 float fit_q3(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0.0f, max = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (a > amax) {
-      amax = a;
-      max = x[i];
-    }
-  }
+  float amax;
+  const float max = signed_absmax(n, x, &amax);
   if (amax < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
@@ -134,77 +77,6 @@ float fit_q3(int n, int nmax, const float* x, int8_t* L) {
   }
   for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
-// Affine fit x ~ scale * q + min, q in [0, nmax], min <= 0 (ggml's make_qkx2_quants and, with
-// weights given, make_qkx3_quants, which compute the same thing): start from the min/max codes,
-// then for nstep + 1 candidate inverse scales (rmin + rdelta * k + nmax) / range solve the
-// weighted least squares scale and min of that code assignment, keeping whichever has the
-// smallest weighted error (absolute when use_mad, else squared). *neg_min gets -min.
-float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
-                 uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
-  float min = x[0], max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (min > 0.0f) min = 0.0f;
-  if (max == min) {
-    std::memset(L, 0, static_cast<size_t>(n));
-    *neg_min = -min;
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  float best_err = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_err += w[i] * diff;
-  }
-  if (nstep < 1) {
-    *neg_min = -min;
-    return scale;
-  }
-  for (int step = 0; step <= nstep; ++step) {
-    iscale = (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      Laux[i] = static_cast<uint8_t>(l);
-      const float fl = static_cast<float>(l);
-      sum_l += w[i] * fl;
-      sum_l2 += w[i] * fl * fl;
-      sum_xl += w[i] * fl * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0.0f)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0.0f) {
-      this_min = 0.0f;
-      this_scale = sum_xl / sum_l2;
-    }
-    float err = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
-      diff = use_mad ? std::fabs(diff) : diff * diff;
-      err += w[i] * diff;
-    }
-    if (err < best_err) {
-      std::memcpy(L, Laux, static_cast<size_t>(n));
-      best_err = err;
-      scale = this_scale;
-      min = this_min;
-    }
-  }
-  *neg_min = -min;
-  return scale;
 }
 
 // Fit of non-negative values (sub-block scales or mins) to codes in [0, nmax] with weights qw
@@ -380,7 +252,7 @@ void quantize_block_q2_k_imp(const float* x, const float* qw, BlockQ2_K* b) {
   const float sigma2 = sumx2 / kQK_K;
   for (int j = 0; j < 16; ++j) {
     const float* xs = x + 16 * j;
-    for (int i = 0; i < 16; ++i) w[i] = qw[16 * j + i] * std::sqrt(sigma2 + xs[i] * xs[i]);
+    weight_by_importance(16, xs, qw + 16 * j, sigma2, w);
     sw[j] = 0.0f;
     for (int i = 0; i < 16; ++i) sw[j] += w[i];
     scales[j] = fit_affine(16, 3, xs, w, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
@@ -441,15 +313,8 @@ void q3k_finish(const float* x, int8_t* L, BlockQ3_K* b) {
 void quantize_block_q3_k_ref(const float* x, BlockQ3_K* b) {
   int8_t L[kQK_K];
   float scales[16];
-  float amax = 0.0f, max_scale = 0.0f;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = fit_q3(16, 4, x + 16 * j, L + 16 * j);
-    const float a = std::fabs(scales[j]);
-    if (a > amax) {
-      amax = a;
-      max_scale = scales[j];
-    }
-  }
+  for (int j = 0; j < 16; ++j) scales[j] = fit_q3(16, 4, x + 16 * j, L + 16 * j);
+  const float max_scale = signed_absmax(16, scales);
   std::memset(b->scales, 0, sizeof b->scales);
   if (max_scale != 0.0f) {
     const float iscale = -32.0f / max_scale;
@@ -473,7 +338,7 @@ void quantize_block_q3_k_imp(const float* x, const float* qw, BlockQ3_K* b) {
   const float sigma2 = 2 * sumx2 / kQK_K;
   for (int j = 0; j < 16; ++j) {
     const float* xs = x + 16 * j;
-    for (int i = 0; i < 16; ++i) w[i] = qw[16 * j + i] * std::sqrt(sigma2 + xs[i] * xs[i]);
+    weight_by_importance(16, xs, qw + 16 * j, sigma2, w);
     float sumw = 0.0f;
     for (int i = 0; i < 16; ++i) sumw += w[i];
     sw[j] = sumw;
@@ -568,7 +433,7 @@ void scales_k4_imp(const float* x, const float* qw, int nmax, bool cap63, uint8_
   const float sigma2 = 2 * sum_x2 / kQK_K;
   for (int j = 0; j < 8; ++j) {
     const float* xs = x + 32 * j;
-    for (int i = 0; i < 32; ++i) w[i] = qw[32 * j + i] * std::sqrt(sigma2 + xs[i] * xs[i]);
+    weight_by_importance(32, xs, qw + 32 * j, sigma2, w);
     float sumw = 0.0f;
     for (int i = 0; i < 32; ++i) sumw += w[i];
     sw[j] = sumw;
@@ -674,15 +539,10 @@ void dequantize_block_q5_k(const BlockQ5_K* b, float* y) {
 void quantize_block_q6_k(const float* x, const float* qw, BlockQ6_K* b) {
   int8_t L[kQK_K];
   float scales[16];
-  float max_abs = 0.0f, max_scale = 0.0f;
-  for (int j = 0; j < 16; ++j) {
+  for (int j = 0; j < 16; ++j)
     scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j, qw ? qw + 16 * j : nullptr);
-    const float a = std::fabs(scales[j]);
-    if (a > max_abs) {
-      max_abs = a;
-      max_scale = scales[j];
-    }
-  }
+  float max_abs;
+  const float max_scale = signed_absmax(16, scales, &max_abs);
   if (max_abs < kGroupMaxEps) {
     std::memset(b, 0, sizeof *b);
     b->d = fp32_to_fp16(0.0f);
@@ -807,14 +667,8 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* out, int64_t n) {
   if (n % kQK_K != 0) fail("quantize q8_k: row length {} is not a multiple of 256", n);
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     BlockQ8_K& b = out[i];
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQK_K; ++j) {
-      const float a = std::fabs(x[j]);
-      if (a > amax) {
-        amax = a;
-        max = x[j];
-      }
-    }
+    float amax;
+    const float max = signed_absmax(kQK_K, x, &amax);
     if (amax == 0.0f) {
       b.d = 0.0f;
       std::memset(b.qs, 0, sizeof b.qs);

@@ -9,9 +9,8 @@
 
 #include <algorithm>
 #include <cfloat>
-#include <cmath>
-#include <cstring>
 
+#include "kvasir/tensor/quant_search.h"
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
 
@@ -19,17 +18,12 @@ namespace kvasir {
 
 namespace {
 
-constexpr int kQK = 32;  // every legacy format has 32 weights per block
-constexpr float kGroupMaxEps = 1e-15f;
+using quant_detail::fit_affine;
+using quant_detail::fit_symmetric;
+using quant_detail::signed_absmax;
+using quant_detail::weight_by_importance;
 
-// Round to nearest (ties to even) through the float mantissa, exactly as ggml's nearest_int:
-// valid for |v| < 2^22, which the callers guarantee for finite input.
-inline int nearest_int(float v) {
-  const float biased = v + 12582912.0f;  // 1.5 * 2^23
-  int32_t bits;
-  std::memcpy(&bits, &biased, sizeof bits);
-  return (bits & 0x007fffff) - 0x00400000;
-}
+constexpr int kQK = 32;  // every legacy format has 32 weights per block
 
 // C's float -> integer conversion as x86-64 performs it (cvttss2si): truncation, and INT32_MIN for
 // NaN or out-of-range values. ggml's (int8_t)v / (uint8_t)v casts keep the low byte of this.
@@ -84,20 +78,6 @@ inline void block_min_max(const float* x, float& lo, float& hi) {
   }
 }
 
-// The first value of largest magnitude, with its sign (ggml's `amax < fabsf(v)` scan).
-inline float block_signed_absmax(const float* x) {
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < kQK; ++j) {
-    const float a = std::fabs(x[j]);
-    if (amax < a) {
-      amax = a;
-      max = x[j];
-    }
-  }
-  return max;
-}
-
 // ---- round-to-nearest reference quantizers (no importance) ----
 
 void ref_block_q4_1(const float* x, BlockQ4_1* y) {
@@ -113,7 +93,7 @@ void ref_block_q4_1(const float* x, BlockQ4_1* y) {
 }
 
 void ref_block_q5_0(const float* x, BlockQ5_0* y) {
-  const float max = block_signed_absmax(x);
+  const float max = signed_absmax(kQK, x);
   const float d = max / -16.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   y->d = fp32_to_fp16(d);
@@ -134,133 +114,7 @@ void ref_block_q5_1(const float* x, BlockQ5_1* y) {
   pack_codes(q, y->qs, y->qh);
 }
 
-// ---- importance-weighted searches ----
-
-// Symmetric codes L in 0..2*nmax-1 (value L - nmax) and the scale minimising
-// sum w (x - scale * (L - nmax))^2 over 19 candidate grids (ggml's make_qx_quants with
-// rmse_type 1 and weights given).
-float search_symmetric(int nmax, const float* x, const float* w, int8_t* L) {
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int i = 0; i < kQK; ++i) {
-    const float a = std::fabs(x[i]);
-    if (a > amax) {
-      amax = a;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + kQK, int8_t{0});
-    return 0.0f;
-  }
-  const float fnmax = static_cast<float>(nmax);
-  auto code = [nmax](float v) { return std::clamp(nearest_int(v), -nmax, nmax - 1); };
-
-  float iscale = -fnmax / max;
-  float sumlx = 0.0f;
-  float suml2 = 0.0f;
-  for (int i = 0; i < kQK; ++i) {
-    const int l = code(iscale * x[i]);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float fl = static_cast<float>(l);
-    sumlx += w[i] * x[i] * fl;
-    suml2 += w[i] * fl * fl;
-  }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
-  for (int step = -9; step <= 9; ++step) {
-    if (step == 0) continue;
-    iscale = -(fnmax + 0.1f * static_cast<float>(step)) / max;
-    sumlx = 0.0f;
-    suml2 = 0.0f;
-    for (int i = 0; i < kQK; ++i) {
-      const float fl = static_cast<float>(code(iscale * x[i]));
-      sumlx += w[i] * x[i] * fl;
-      suml2 += w[i] * fl * fl;
-    }
-    if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
-      // Rare: redo the rounding rather than store codes on every try.
-      for (int i = 0; i < kQK; ++i) L[i] = static_cast<int8_t>(code(iscale * x[i]) + nmax);
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  return scale;
-}
-
-// Asymmetric codes L in 0..nmax and (scale, offset) minimising sum w (scale * L + offset - x)^2,
-// offset <= 0, over 37 candidate grids (ggml's make_qkx3_quants with weights given, squared
-// error, rmin -0.9, rdelta 0.05, 36 steps). Returns the scale; *neg_offset receives -offset.
-float search_asymmetric(int nmax, const float* x, const float* w, uint8_t* L, float* neg_offset) {
-  constexpr float kRmin = -0.9f;
-  constexpr float kRdelta = 0.05f;
-  constexpr int kSteps = 36;
-  float lo = x[0];
-  float hi = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < kQK; ++i) {
-    if (x[i] < lo) lo = x[i];
-    if (x[i] > hi) hi = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (lo > 0.0f) lo = 0.0f;
-  if (hi <= lo) {
-    std::fill(L, L + kQK, uint8_t{0});
-    *neg_offset = -lo;
-    return 0.0f;
-  }
-  const float fnmax = static_cast<float>(nmax);
-  auto code = [nmax](float v) { return std::clamp(nearest_int(v), 0, nmax); };
-
-  float iscale = fnmax / (hi - lo);
-  float scale = 1.0f / iscale;
-  float best_err = 0.0f;
-  for (int i = 0; i < kQK; ++i) {
-    L[i] = static_cast<uint8_t>(code(iscale * (x[i] - lo)));
-    float diff = scale * static_cast<float>(L[i]) + lo - x[i];
-    diff = diff * diff;
-    best_err += w[i] * diff;
-  }
-  uint8_t trial[kQK];
-  for (int step = 0; step <= kSteps; ++step) {
-    iscale = (kRmin + kRdelta * static_cast<float>(step) + fnmax) / (hi - lo);
-    float sum_l = 0.0f;
-    float sum_l2 = 0.0f;
-    float sum_xl = 0.0f;
-    for (int i = 0; i < kQK; ++i) {
-      const int l = code(iscale * (x[i] - lo));
-      trial[i] = static_cast<uint8_t>(l);
-      const float fl = static_cast<float>(l);
-      sum_l += w[i] * fl;
-      sum_l2 += w[i] * fl * fl;
-      sum_xl += w[i] * fl * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0.0f)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0.0f) {
-      this_min = 0.0f;
-      this_scale = sum_xl / sum_l2;
-    }
-    float err = 0.0f;
-    for (int i = 0; i < kQK; ++i) {
-      float diff = this_scale * static_cast<float>(trial[i]) + this_min - x[i];
-      diff = diff * diff;
-      err += w[i] * diff;
-    }
-    if (err < best_err) {
-      std::copy(trial, trial + kQK, L);
-      best_err = err;
-      scale = this_scale;
-      lo = this_min;
-    }
-  }
-  *neg_offset = -lo;
-  return scale;
-}
+// ---- importance-weighted quantizers (ggml's quantize_row_q4_0_impl ... q5_1_impl) ----
 
 // The row's mean square, summed in column order.
 float mean_square(const float* x, int64_t n) {
@@ -269,52 +123,45 @@ float mean_square(const float* x, int64_t n) {
   return s / static_cast<float>(n);
 }
 
-// Per-weight importance of one block: importance_j * sqrt(sigma2 + x_j^2).
-inline void block_weights(const float* x, const float* importance, float sigma2, float* w) {
-  for (int j = 0; j < kQK; ++j) w[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+// Packs a block's codes, with their fifth bits where the format has them (Q5_0, Q5_1).
+template <typename Block, typename Code>
+void pack_block(const Code* L, Block* y) {
+  if constexpr (requires { y->qh; }) {
+    pack_codes(L, y->qs, y->qh);
+  } else {
+    pack_codes(L, y->qs, nullptr);
+  }
 }
 
-void weighted_row_q4_0(const float* x, BlockQ4_0* y, int64_t n, const float* importance) {
+// Q4_0 (nmax 8) and Q5_0 (nmax 16): each block's symmetric fit, codes L - nmax.
+template <typename Block>
+void weighted_row_sym(int nmax, const float* x, Block* y, int64_t n, const float* importance) {
   const float sigma2 = mean_square(x, n);
   float w[kQK];
   int8_t L[kQK];
   for (int64_t b = 0; b < n / kQK; ++b) {
     const float* xb = x + b * kQK;
-    block_weights(xb, importance + b * kQK, sigma2, w);
-    y[b].d = fp32_to_fp16(search_symmetric(8, xb, w, L));
-    pack_codes(L, y[b].qs, nullptr);
+    weight_by_importance(kQK, xb, importance + b * kQK, sigma2, w);
+    y[b].d = fp32_to_fp16(fit_symmetric(kQK, nmax, xb, L, w));
+    pack_block(L, &y[b]);
   }
 }
 
-void weighted_row_q5_0(const float* x, BlockQ5_0* y, int64_t n, const float* importance) {
-  const float sigma2 = mean_square(x, n);
-  float w[kQK];
-  int8_t L[kQK];
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float* xb = x + b * kQK;
-    block_weights(xb, importance + b * kQK, sigma2, w);
-    y[b].d = fp32_to_fp16(search_symmetric(16, xb, w, L));
-    pack_codes(L, y[b].qs, y[b].qh);
-  }
-}
-
+// Q4_1 (nmax 15) and Q5_1 (nmax 31): each block's affine fit, as ggml's make_qkx3_quants call
+// (squared error, rmin -0.9, rdelta 0.05, 36 steps).
 template <typename Block>
 void weighted_row_asym(int nmax, const float* x, Block* y, int64_t n, const float* importance) {
   const float sigma2 = mean_square(x, n);
   float w[kQK];
-  uint8_t L[kQK];
+  uint8_t L[kQK], Laux[kQK];
   for (int64_t b = 0; b < n / kQK; ++b) {
     const float* xb = x + b * kQK;
-    block_weights(xb, importance + b * kQK, sigma2, w);
+    weight_by_importance(kQK, xb, importance + b * kQK, sigma2, w);
     float neg_min;
-    const float d = search_asymmetric(nmax, xb, w, L, &neg_min);
+    const float d = fit_affine(kQK, nmax, xb, w, L, &neg_min, Laux, -0.9f, 0.05f, 36, false);
     y[b].d = fp32_to_fp16(d);
     y[b].m = fp32_to_fp16(-neg_min);
-    if constexpr (requires { y[b].qh; }) {  // Q5_1
-      pack_codes(L, y[b].qs, y[b].qh);
-    } else {
-      pack_codes(L, y[b].qs, nullptr);
-    }
+    pack_block(L, &y[b]);
   }
 }
 
@@ -336,7 +183,7 @@ void quantize_rows_legacy(DType t, const float* x, void* out, int64_t rows, int6
     switch (t) {
       case DType::Q4_0:
         if (importance != nullptr) {
-          weighted_row_q4_0(xr, static_cast<BlockQ4_0*>(yr), cols, importance);
+          weighted_row_sym(8, xr, static_cast<BlockQ4_0*>(yr), cols, importance);
         } else {
           each_block<BlockQ4_0>(xr, yr, cols, quantize_block_q4_0);
         }
@@ -350,7 +197,7 @@ void quantize_rows_legacy(DType t, const float* x, void* out, int64_t rows, int6
         break;
       case DType::Q5_0:
         if (importance != nullptr) {
-          weighted_row_q5_0(xr, static_cast<BlockQ5_0*>(yr), cols, importance);
+          weighted_row_sym(16, xr, static_cast<BlockQ5_0*>(yr), cols, importance);
         } else {
           each_block<BlockQ5_0>(xr, yr, cols, ref_block_q5_0);
         }

@@ -115,16 +115,24 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
     q8_.resize(static_cast<size_t>(nb));
     q8_scale_.resize(static_cast<size_t>(nb));
     q8_sum_.resize(static_cast<size_t>(nb));
+    q8_sum_lo_.resize(static_cast<size_t>(nb));
   }
   BlockQ8_0* q = q8_.data();
   float* s = q8_scale_.data();
   int32_t* sums = q8_sum_.data();
+  int32_t* sums_lo = q8_sum_lo_.data();
+  auto run = [&](int64_t b0, int64_t b1) {
+    matmul_detail::quantize_q8_0_blocks(x, q, s, sums, b0, b1);
+    for (int64_t b = b0; b < b1; ++b) {
+      int32_t lo = 0;
+      for (int j = 0; j < kQK8_0 / 2; ++j) lo += q[b].qs[j];
+      sums_lo[b] = lo;
+    }
+  };
   if (pool.size() == 1 || nb < kMinParallelBlocks) {
-    matmul_detail::quantize_q8_0_blocks(x, q, s, sums, 0, nb);
+    run(0, nb);
   } else {
-    pool.parallel_for(nb, [&](int64_t b0, int64_t b1, int) {
-      matmul_detail::quantize_q8_0_blocks(x, q, s, sums, b0, b1);
-    });
+    pool.parallel_for(nb, [&](int64_t b0, int64_t b1, int) { run(b0, b1); });
   }
 }
 
@@ -187,7 +195,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 bool uses_q8_activations(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K;
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

@@ -1,13 +1,13 @@
 // Matrix multiplication y = x · Wᵀ for every weight dtype, on the CPU.
 //
 // W is a weight matrix of `rows` output features by `cols` input features, in the dtype it was
-// stored in (F32, F16, BF16, Q8_0, Q4_0, Q4_K; other formats are converted at load, packed_matrix.h). It is repacked once (PackedMatrix, packed_matrix.h) into
+// stored in (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; other formats are converted at load, packed_matrix.h). It is repacked once (PackedMatrix, packed_matrix.h) into
 // panels of 8 interleaved rows, the layout the kernels stream. x holds n_tokens rows of `cols`
 // floats; y receives n_tokens rows of `rows` floats (y[t*rows + r] = dot(W[r], x[t])).
 //
 // n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill / batched-decode GEMM (tiles of up
 // to 8 panels x 6 tokens share weight loads and activation broadcasts; threads take chunks of
-// panels that stay in L2 while every token tile passes over them). For Q8_0/Q4_0/Q4_K weights the
+// panels that stay in L2 while every token tile passes over them). For Q8_0/Q4_0/Q4_K/Q6_K weights the
 // activations are first quantized to Q8_0 blocks (once per input, see Activations) and the dot
 // products run in integers (AVX2 maddubs), as ggml does.
 //
@@ -22,6 +22,10 @@
 //                   d_b = fp16(d) * sc_b, m_b = fp16(dmin) * m_b (exact), isum = sum of code *
 //                   q_x (codes 0..15), xsum = sum of q_x;
 //                   acc = fma(d_b * d_x, float(isum), acc); acc = fma(-(m_b * d_x), float(xsum), acc).
+//   Q6_K:         acc = 0; for each 32-column block b, its halves h = 0, 1 (16 columns each, one
+//                   ggml sub-block of scale sc_h): d_h = fp16(d) * sc_h (exact), i_h = sum over
+//                   the half of code * q_x - 32 * (sum of the half's q_x) (codes 0..63);
+//                   acc = fma(d_0 * d_x, float(i_0), acc); acc = fma(d_1 * d_x, float(i_1), acc).
 // Batch invariance follows: y[t][r] depends only on W[r] and x[t].
 //
 // Threads split the output rows (in chunks that are a multiple of 16 rows: a cache line of y).
@@ -62,6 +66,8 @@ class Activations {
   const float* q8_scales() const { return q8_scale_.data(); }
   // Sum of the 32 codes of each Q8_0 block (Q4_0 kernels subtract 8 x this: codes are q + 8).
   const int32_t* q8_sums() const { return q8_sum_.data(); }
+  // Sum of the first 16 codes of each block (Q6_K's sub-blocks are 16 columns wide).
+  const int32_t* q8_sums_lo() const { return q8_sum_lo_.data(); }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t cols() const { return cols_; }
   DType prepared_for() const { return for_type_; }
@@ -76,6 +82,7 @@ class Activations {
   std::vector<BlockQ8_0> q8_;
   std::vector<float> q8_scale_;
   std::vector<int32_t> q8_sum_;
+  std::vector<int32_t> q8_sum_lo_;
 };
 
 // Whether weights of dtype t take Q8_0-quantized activations (the integer dot product kernels).

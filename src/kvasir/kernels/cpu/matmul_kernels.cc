@@ -386,6 +386,124 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
     for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
+// Q6_K: per 32-column block b (sub-block sub of super-block s) and half h (columns 16h ..
+// 16h + 15, ggml's 16-column sub-block 2 * sub + h of scale sc_h), d_h = fp16(d) * sc_h (exact):
+//   i_h = sum of code * y over the half - 32 * (sum of the half's y)   (codes 0..63)
+//   acc = fma(d_0 * d_x, (float)i_0, acc); acc = fma(d_1 * d_x, (float)i_1, acc)
+// maddubs pair sums reach 2 * 63 * 127 = 16002, so two of them still fit int16 before madd
+// widens them.
+template <int R, int T>
+HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const int64_t ns = W.cols() / kQK_K;
+  const size_t cb = W.block_code_bytes();
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const int32_t* xsum = j.x->q8_sums() + t * nb;
+  const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* meta[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) {
+    codes[r] = W.panel(p + r);
+    meta[r] = codes[r] + W.scales_offset();
+  }
+  __m256 acc[R][T];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t s = 0; s < ns; ++s) {
+    for (int sub = 0; sub < 8; ++sub) {
+      const int64_t b = s * 8 + sub;
+      __m256i isum[2][R][T];
+      KVASIR_UNROLL
+      for (int h = 0; h < 2; ++h)
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r)
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_setzero_si256();
+      KVASIR_UNROLL
+      for (int h = 0; h < 2; ++h) {    // half: low nibbles (columns 0-15), high (16-31)
+        KVASIR_UNROLL
+        for (int vp = 0; vp < 2; ++vp) {  // code vectors vp and vp + 2 share a top-bits vector
+          __m256i yb[2][T];
+          KVASIR_UNROLL
+          for (int k = 0; k < 2; ++k)
+            KVASIR_UNROLL
+            for (int i = 0; i < T; ++i)
+              yb[k][i] = Bcast4(xq[i * nb + b].qs + h * 16 + (vp + 2 * k) * 4);
+          KVASIR_UNROLL
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* c = codes[r] + b * static_cast<int64_t>(cb);
+            const __m256i H =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 128 + vp * 32));
+            __m256i n[2];
+            KVASIR_UNROLL
+            for (int k = 0; k < 2; ++k) {
+              const __m256i raw =
+                  _mm256_load_si256(reinterpret_cast<const __m256i*>(c + (vp + 2 * k) * 32));
+              const __m256i low = h == 0 ? _mm256_and_si256(raw, m4)
+                                         : _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+              // Top bits of this code to bits 4-5: vector vp uses bits 0-3 of H, vp + 2 bits
+              // 4-7; within those, the low-nibble code's pair first.
+              const int shift = (k == 0 ? 4 : 0) - (h == 0 ? 0 : 2);
+              const __m256i top =
+                  shift > 0   ? _mm256_slli_epi16(H, shift > 0 ? shift : 0)
+                  : shift < 0 ? _mm256_srli_epi16(H, shift < 0 ? -shift : 0)
+                              : H;
+              n[k] = _mm256_or_si256(low, _mm256_and_si256(top, m30));
+            }
+            KVASIR_UNROLL
+            for (int i = 0; i < T; ++i) {
+              const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(n[0], yb[0][i]),
+                                                   _mm256_maddubs_epi16(n[1], yb[1][i]));
+              isum[h][r][i] = _mm256_add_epi32(isum[h][r][i], _mm256_madd_epi16(p16, ones));
+            }
+          }
+        }
+      }
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+        const __m256 d0 = _mm256_mul_ps(
+            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub) * 8)))));
+        const __m256 d1 = _mm256_mul_ps(
+            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                   reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + 1) * 8)))));
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) {
+          const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
+          const int32_t lo = xlo[i * nb + b], hi = xsum[i * nb + b] - lo;
+          const __m256i i0 = _mm256_sub_epi32(isum[0][r][i], _mm256_set1_epi32(32 * lo));
+          const __m256i i1 = _mm256_sub_epi32(isum[1][r][i], _mm256_set1_epi32(32 * hi));
+          acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(d0, dx), _mm256_cvtepi32_ps(i0), acc[r][i]);
+          acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(d1, dx), _mm256_cvtepi32_ps(i1), acc[r][i]);
+        }
+      }
+    }
+  }
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+}
+
+struct Q6KKernel {
+  static constexpr int kMaxT = 4;
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileQ6K<R, T>(j, p, t);
+  }
+};
+
 struct Q4KKernel {
   static constexpr int kMaxT = 4;
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
@@ -447,6 +565,8 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
       return Panels<QuantKernel<Q4Dots>>(j, p0, p1);
     case DType::Q4_K:
       return Panels<Q4KKernel>(j, p0, p1);
+    case DType::Q6_K:
+      return Panels<Q6KKernel>(j, p0, p1);
     default:
       return;  // rejected by the caller
   }
@@ -495,6 +615,32 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
           for (int64_t b = 0; b < nb; ++b) {
             const BlockQ8_0& xb = x.q8()[t * nb + b];
             int32_t isum = 0;
+            if (type == DType::Q6_K) {
+              const uint8_t* cb = panel + b * static_cast<int64_t>(w.block_code_bytes());
+              int32_t ih[2] = {0, 0}, yh[2] = {0, 0};
+              for (int c = 0; c < 32; ++c) {
+                const int v = (c % 16) / 4, h = c / 16;
+                const uint8_t byte = cb[v * 32 + lane * 4 + c % 4];
+                const uint8_t top = cb[128 + (v % 2) * 32 + lane * 4 + c % 4];
+                const int bits = (top >> (v < 2 ? 0 : 4)) & 15;
+                const int code = (h == 0 ? (byte & 15) | (bits & 3) << 4
+                                         : (byte >> 4) | (bits >> 2) << 4);
+                ih[h] += code * int32_t{xb.qs[c]};
+                yh[h] += xb.qs[c];
+              }
+              const uint8_t* m = panel + w.scales_offset() +
+                                 (b / 8) * static_cast<int64_t>(kQ6KPanelMetaBytes);
+              const int sub = static_cast<int>(b % 8);
+              uint16_t dh;
+              std::memcpy(&dh, m + lane * 2, 2);
+              const float dx = x.q8_scales()[t * nb + b];
+              for (int h = 0; h < 2; ++h) {
+                const auto sc = static_cast<int8_t>(m[16 + (2 * sub + h) * 8 + lane]);
+                const float dd = fp16_to_fp32(dh) * static_cast<float>(sc);
+                acc = std::fma(dd * dx, static_cast<float>(ih[h] - 32 * yh[h]), acc);
+              }
+              continue;
+            }
             if (type == DType::Q4_K) {
               for (int c = 0; c < 32; ++c) {
                 const int v = (c % 16) / 4;

@@ -31,16 +31,19 @@ size_t element_bytes(DType t) {
 size_t code_bytes(DType t) {
   if (t == DType::Q8_0) return 8 * 32;
   if (t == DType::Q4_0 || t == DType::Q4_K) return 8 * 16;
+  if (t == DType::Q6_K) return 8 * 16 + 8 * 8;  // low nibbles, then the top 2 bits
   return 0;
 }
 
 bool has_kernel(DType t) {
-  return is_float_family(t) || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
+  return is_float_family(t) || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K ||
+         t == DType::Q6_K;
 }
 
 // Bytes of scales per panel after the codes.
 size_t meta_bytes(DType t, int64_t cols) {
   if (t == DType::Q4_K) return static_cast<size_t>(cols / kQK_K) * kQ4KPanelMetaBytes;
+  if (t == DType::Q6_K) return static_cast<size_t>(cols / kQK_K) * kQ6KPanelMetaBytes;
   return static_cast<size_t>(cols / kQK8_0) * kPanelRows * 2;
 }
 
@@ -137,6 +140,42 @@ void pack_panel_via_f16(const MatrixView& w, int64_t p, uint8_t* dst, std::vecto
                             w.cols, dst);
 }
 
+// Q6_K (ggml block of 256: ql[128] low nibbles, qh[64] top 2 bits, int8 scales[16] per 16
+// elements, fp16 d; see quant_k.h): codes 0..63 split into the Q4_0 nibble layout and the 2-bit
+// plane described in packed_matrix.h, scales and d into the meta area.
+void pack_q6_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size_t meta_offset) {
+  const int64_t ns = cols / kQK_K;
+  for (int64_t s = 0; s < ns; ++s) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row) + s;
+    uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ6KPanelMetaBytes;
+    std::memcpy(meta + j * 2, &blk->d, 2);
+    for (int g = 0; g < 16; ++g)
+      meta[16 + g * kPanelRows + j] = static_cast<uint8_t>(blk->scales[g]);
+    auto code = [&](int e) -> int {  // element e of the super-block, 0..63
+      const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+      const uint8_t* ql = blk->ql + 64 * h;
+      const uint8_t* qh = blk->qh + 32 * h;
+      const int low = quarter == 0   ? ql[l] & 0x0f
+                      : quarter == 1 ? ql[l + 32] & 0x0f
+                      : quarter == 2 ? ql[l] >> 4
+                                     : ql[l + 32] >> 4;
+      return low | ((qh[l] >> (2 * quarter)) & 3) << 4;
+    };
+    for (int sub = 0; sub < 8; ++sub) {
+      uint8_t* codes = panel + static_cast<size_t>(s * 8 + sub) * code_bytes(DType::Q6_K);
+      uint8_t* high = codes + 128;
+      for (int v = 0; v < 4; ++v)
+        for (int i = 0; i < 4; ++i) {
+          const int e = sub * 32 + 4 * v + i;
+          const int lo = code(e), hi = code(e + 16);
+          codes[v * 32 + j * 4 + i] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
+          const int bits = (lo >> 4) | (hi >> 4) << 2;  // 4 bits for this code byte
+          high[(v % 2) * 32 + j * 4 + i] |= static_cast<uint8_t>(bits << (v < 2 ? 0 : 4));
+        }
+    }
+  }
+}
+
 // Packs panel p of w into dst (panel_bytes bytes, already zeroed).
 void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   const auto* src = static_cast<const uint8_t*>(w.data);
@@ -159,6 +198,12 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
       pack_q4_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst,
                     static_cast<size_t>(nb) * cb);
     return;  // padding rows: zero scales, so they produce exactly 0
+  }
+  if (w.type == DType::Q6_K) {
+    for (int64_t j = 0; j < n_rows; ++j)
+      pack_q6_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst,
+                    static_cast<size_t>(nb) * cb);
+    return;  // padding rows: zero scales
   }
   uint8_t* scales = dst + static_cast<size_t>(nb) * cb;
   for (int64_t j = 0; j < n_rows; ++j) {

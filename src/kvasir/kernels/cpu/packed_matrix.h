@@ -22,9 +22,15 @@
 //     d, the 8 rows' fp16 dmin, then sub-block scales sc[8 sub-blocks][8 rows] and mins
 //     m[8][8] (uint8, 0..63, unpacked from ggml's 12-byte 6-bit encoding).
 //     w = d * sc * code - dmin * m.
+//   Q6_K: per 32-column block 192 bytes: the low 4 bits of the codes (0..63) in the Q4_0 code
+//     layout (128 bytes), then their top 2 bits in two 32-byte vectors: byte 4j + i of vector h
+//     (h = 0, 1) holds, for the code byte 4j + i of code vector v = h (bits 0-3) and of v = h + 2
+//     (bits 4-7), the top bits of its low-nibble code (2 bits) then of its high-nibble code.
+//     Then per super-block kQ6KPanelMetaBytes = 144 bytes: the 8 rows' fp16 d, then the int8
+//     scales sc[16 sub-blocks of 16 columns][8 rows]. w = d * sc * (code - 32).
 // The codes and scales are copied bit for bit: packing loses nothing.
 //
-// Formats without kernels of their own yet (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, Q6_K, IQ4_NL,
+// Formats without kernels of their own yet (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL,
 // IQ4_XS) are
 // dequantized at load (ggml's formula) and packed as F16: type() is then F16 and stored_type()
 // the file's format. This is an interim path: correct (the f16 rounding, relative 2^-11, is far
@@ -45,6 +51,7 @@ namespace kvasir::cpu {
 
 constexpr int64_t kPanelRows = 8;
 constexpr size_t kQ4KPanelMetaBytes = 2 * kPanelRows * 2 + 2 * 8 * kPanelRows;
+constexpr size_t kQ6KPanelMetaBytes = kPanelRows * 2 + 16 * kPanelRows;
 
 // The CPU backend's DeviceMatrix (kernels/backend.h).
 class PackedMatrix final : public DeviceMatrix {
@@ -70,7 +77,7 @@ class PackedMatrix final : public DeviceMatrix {
   // Offset of the scales inside a quantized panel (after every block's codes): Q8_0/Q4_0 fp16
   // scales, 8 per block; Q4_K the per-super-block meta area described above.
   size_t scales_offset() const { return scales_offset_; }
-  // Bytes of codes per block and panel: 256 (Q8_0) or 128 (Q4_0, Q4_K).
+  // Bytes of codes per block and panel: 256 (Q8_0), 128 (Q4_0, Q4_K) or 192 (Q6_K).
   size_t block_code_bytes() const { return block_code_bytes_; }
 
  private:
