@@ -1,4 +1,4 @@
-// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K and Q6_K kernels against matmul.h's contract
+// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K, Q5_K and Q6_K kernels against matmul.h's contract
 // (bit for bit, every SIMD target, every tile and batch shape) and against the double-precision
 // dot of the dequantized weights; the formats packed through f16 (packed_matrix.h) against the F16
 // kernel on the same values.
@@ -61,26 +61,48 @@ int q4k_code(const BlockQ4_K& b, int e) {  // element e (0..255) of the super-bl
   return l < 32 ? (b.qs[32 * c + l] & 0x0f) : (b.qs[32 * c + l - 32] >> 4);
 }
 
-// matmul.h's Q4_K contract as a scalar loop over ggml's row layout (independent of the packing).
+// Q5_K: the same scales, mins and nibble layout as Q4_K (the first fields of the block coincide),
+// plus a fifth bit: bit e / 32 of qh[e % 32].
+BlockQ4_K q4k_view(const BlockQ5_K& b) {
+  BlockQ4_K v;
+  v.d = b.d;
+  v.dmin = b.dmin;
+  std::memcpy(v.scales, b.scales, sizeof v.scales);
+  std::memcpy(v.qs, b.qs, sizeof v.qs);
+  return v;
+}
+
+// matmul.h's Q4_K / Q5_K contract as a scalar loop over ggml's row layout (independent of the
+// packing).
 std::vector<float> q4k_contract(const Weights& w, const std::vector<float>& x, int64_t n_tokens) {
   const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
   std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
   quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
   std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+  const bool q5 = w.type == DType::Q5_K;
   for (int64_t r = 0; r < rows; ++r) {
-    const auto* row = reinterpret_cast<const BlockQ4_K*>(w.bytes.data() +
-                                                         static_cast<size_t>(r) * row_bytes(w.type, cols));
+    const uint8_t* rowp = w.bytes.data() + static_cast<size_t>(r) * row_bytes(w.type, cols);
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const BlockQ4_K& blk = row[b / 8];
+        BlockQ4_K blk;
+        const BlockQ5_K* b5 = nullptr;
+        if (q5) {
+          b5 = reinterpret_cast<const BlockQ5_K*>(rowp) + b / 8;
+          blk = q4k_view(*b5);
+        } else {
+          blk = reinterpret_cast<const BlockQ4_K*>(rowp)[b / 8];
+        }
         const int sub = static_cast<int>(b % 8);
         int sc, m;
         q4k_scale_min(blk, sub, &sc, &m);
         const BlockQ8_0& xb = xq[t * nb + b];
         int32_t isum = 0, xsum = 0;
         for (int j = 0; j < 32; ++j) {
-          isum += q4k_code(blk, sub * 32 + j) * xb.qs[j];
+          const int e = sub * 32 + j;
+          int code = q4k_code(blk, e);
+          if (q5) code |= ((b5->qh[e % 32] >> (e / 32)) & 1) << 4;
+          isum += code * xb.qs[j];
           xsum += xb.qs[j];
         }
         const float dx = fp16_to_fp32(xb.d);
@@ -188,6 +210,47 @@ TEST_P(PerTargetK, Q6KMatchesDequantizedDot) {
   }
 }
 
+TEST_P(PerTargetK, Q5KBitIdenticalToTheContractLoop) {
+  ThreadPool pool(3);
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {300, 768, 7}, {3, 256, 5}, {300, 768, 64}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                 " tokens=" + std::to_string(s.n_tokens));
+    const Weights w = make_weights(DType::Q5_K, s.rows, s.cols, 221);
+    const std::vector<float> x = random_normal(s.n_tokens * s.cols, 222);
+    const std::vector<float> want = q4k_contract(w, x, s.n_tokens);
+    const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  }
+}
+
+// The Q5_K contract's terms against the dequantized weights (ggml's formula, dequantize_row): the
+// contract loop computed in double from the same codes must equal the double dot of dequantized
+// weights and Q8_0-rounded activations up to float rounding of the products d * sc, dmin * m.
+TEST(MatmulKQuant, Q5KDequantizedDotMatchesTheContractTerms) {
+  ThreadPool pool(1);
+  const int64_t rows = 9, cols = 512, nb = cols / 32;
+  const Weights w = make_weights(DType::Q5_K, rows, cols, 231);
+  const std::vector<float> x = random_normal(cols, 232);
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(nb));
+  quantize_row(DType::Q8_0, x.data(), xq.data(), cols);
+  const std::vector<float> y = run_matmul(w, x.data(), 1, pool);
+  std::vector<float> wr(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(w.matrix(), r, wr.data());
+    double dot = 0, mag = 0;
+    for (int64_t k = 0; k < cols; ++k) {
+      const double xv = fp16_to_fp32(xq[k / 32].d) * xq[k / 32].qs[k % 32];
+      dot += double{wr[k]} * xv;
+      mag += std::fabs(double{wr[k]} * xv) + std::fabs(xv);
+    }
+    ASSERT_NEAR(y[r], dot, 1e-4 * mag) << r;  // float accumulation of 2 nb terms
+  }
+}
+
 TEST_P(PerTargetK, Q4KBitIdenticalToTheContractLoop) {
   ThreadPool pool(3);
   struct Shape {
@@ -258,8 +321,8 @@ TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
   ThreadPool pool(2);
   const int64_t rows = 19, cols = 512, n = 5;
   const std::vector<float> x = random_normal(n * cols, 402);
-  for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K,
-                  DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
+                  DType::IQ4_XS}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     EXPECT_EQ(packed_type(t), DType::F16);
     const Weights w = make_weights(t, rows, cols, 401);
@@ -273,6 +336,7 @@ TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
   }
   EXPECT_EQ(packed_type(DType::Q4_K), DType::Q4_K);
   EXPECT_EQ(packed_type(DType::Q6_K), DType::Q6_K);
+  EXPECT_EQ(packed_type(DType::Q5_K), DType::Q5_K);
   EXPECT_EQ(packed_type(DType::Q4_0), DType::Q4_0);
 }
 

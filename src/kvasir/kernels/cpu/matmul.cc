@@ -195,7 +195,8 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 bool uses_q8_activations(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

@@ -247,6 +247,58 @@ struct U4Dots {
 };
 using Q4Dots = U4Dots<8>;
 
+// Q5_K's codes (0..31: nibble | fifth bit << 4, block layout packed_matrix.h): maddubs pair sums
+// reach 2 * 31 * 127 = 7874, so one half's 4 groups (31496) fit int16 before madd widens them.
+struct U5Dots {
+  template <int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, int64_t nb,
+                               int64_t b, __m256i (&isum)[R][T]) {
+    constexpr int64_t kCodeBytes = 160;
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    const __m256i ones = _mm256_set1_epi16(1);
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    KVASIR_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      __m256i s16[R][T];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+      KVASIR_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        __m256i yb[T];
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        const int bit = 2 * v + half;  // where this code's fifth bit sits
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* c = codes[r] + b * kCodeBytes;
+          const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + v * 32));
+          const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 128));
+          const __m256i top = bit < 4 ? _mm256_slli_epi16(hb, bit < 4 ? 4 - bit : 0)
+                              : bit > 4 ? _mm256_srli_epi16(hb, bit > 4 ? bit - 4 : 0)
+                                        : hb;
+          const __m256i low = half == 0 ? _mm256_and_si256(raw, mask)
+                                        : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+          const __m256i n = _mm256_or_si256(low, _mm256_and_si256(top, bit4));
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i)
+            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n, yb[i]));
+        }
+      }
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i)
+          isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
+    }
+  }
+};
+
 struct Q8Dots {
   static constexpr size_t kCodeBytes = 256;
   template <int R, int T>
@@ -331,7 +383,7 @@ struct QuantKernel {
 // m_b = fp16(dmin) * m (exact float products: 11 x 6 significant bits):
 //   acc = fma(d_b * d_x, (float)isum, acc); acc = fma(-(m_b * d_x), (float)xsum, acc)
 // where isum = sum of code * y over the block (codes 0..15) and xsum the activation codes' sum.
-template <int R, int T>
+template <bool kQ5, int R, int T>
 HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const PackedMatrix& W = *j.w;
   const int64_t nb = W.cols() / kQK8_0;
@@ -355,7 +407,11 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
       __m256i isum[R][T];
-      U4Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+      if constexpr (kQ5) {
+        U5Dots::template Block<R, T>(codes, xq, nb, b, isum);
+      } else {
+        U4Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+      }
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
@@ -504,12 +560,14 @@ struct Q6KKernel {
   }
 };
 
+// Q4_K and Q5_K (the same scales and mins; Q5_K's codes have a fifth bit).
+template <bool kQ5>
 struct Q4KKernel {
   static constexpr int kMaxT = 4;
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ4K<R, T>(j, p, t);
+    TileQ4K<kQ5, R, T>(j, p, t);
   }
 };
 
@@ -564,7 +622,9 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
     case DType::Q4_0:
       return Panels<QuantKernel<Q4Dots>>(j, p0, p1);
     case DType::Q4_K:
-      return Panels<Q4KKernel>(j, p0, p1);
+      return Panels<Q4KKernel<false>>(j, p0, p1);
+    case DType::Q5_K:
+      return Panels<Q4KKernel<true>>(j, p0, p1);
     case DType::Q6_K:
       return Panels<Q6KKernel>(j, p0, p1);
     default:
@@ -641,11 +701,15 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
               }
               continue;
             }
-            if (type == DType::Q4_K) {
+            if (type == DType::Q4_K || type == DType::Q5_K) {
+              const int64_t cbytes = static_cast<int64_t>(w.block_code_bytes());
               for (int c = 0; c < 32; ++c) {
-                const int v = (c % 16) / 4;
-                const uint8_t byte = panel[b * 128 + v * 32 + lane * 4 + c % 4];
-                isum += (c < 16 ? (byte & 0x0f) : (byte >> 4)) * int32_t{xb.qs[c]};
+                const int v = (c % 16) / 4, h = c / 16;
+                const uint8_t byte = panel[b * cbytes + v * 32 + lane * 4 + c % 4];
+                int code = h == 0 ? (byte & 0x0f) : (byte >> 4);
+                if (type == DType::Q5_K)
+                  code |= ((panel[b * cbytes + 128 + lane * 4 + c % 4] >> (2 * v + h)) & 1) << 4;
+                isum += code * int32_t{xb.qs[c]};
               }
               const uint8_t* m = panel + w.scales_offset() +
                                  (b / 8) * static_cast<int64_t>(kQ4KPanelMetaBytes);

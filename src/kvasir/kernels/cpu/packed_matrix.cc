@@ -32,17 +32,19 @@ size_t code_bytes(DType t) {
   if (t == DType::Q8_0) return 8 * 32;
   if (t == DType::Q4_0 || t == DType::Q4_K) return 8 * 16;
   if (t == DType::Q6_K) return 8 * 16 + 8 * 8;  // low nibbles, then the top 2 bits
+  if (t == DType::Q5_K) return 8 * 16 + 8 * 4;  // low nibbles, then the fifth bits
   return 0;
 }
 
 bool has_kernel(DType t) {
   return is_float_family(t) || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K ||
-         t == DType::Q6_K;
+         t == DType::Q5_K || t == DType::Q6_K;
 }
 
 // Bytes of scales per panel after the codes.
 size_t meta_bytes(DType t, int64_t cols) {
-  if (t == DType::Q4_K) return static_cast<size_t>(cols / kQK_K) * kQ4KPanelMetaBytes;
+  if (t == DType::Q4_K || t == DType::Q5_K)
+    return static_cast<size_t>(cols / kQK_K) * kQ4KPanelMetaBytes;
   if (t == DType::Q6_K) return static_cast<size_t>(cols / kQK_K) * kQ6KPanelMetaBytes;
   return static_cast<size_t>(cols / kQK8_0) * kPanelRows * 2;
 }
@@ -72,13 +74,18 @@ size_t panel_bytes_of(DType t, int64_t cols) {
 // Q4_K (ggml block of 256: fp16 d, fp16 dmin, 12 bytes of packed 6-bit scales and mins, 128 bytes
 // of nibbles; element 64c + l is the low nibble of qs[32c + l], element 64c + 32 + l its high
 // nibble, l < 32): row j of panel p goes into the Q4_0 code layout and the panel's meta area.
-void pack_q4_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size_t meta_offset) {
-  constexpr size_t kBlockBytes = 144;
+// Q5_K is the same with a fifth bit per code (qh[32]: bit c of qh[l] is the top bit of element
+// 32c + l), stored after the nibbles as packed_matrix.h describes.
+void pack_q4_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size_t meta_offset,
+                   bool q5) {
+  const size_t block_bytes = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  const size_t cb = q5 ? 160 : 128;
   const int64_t ns = cols / kQK_K;
   for (int64_t s = 0; s < ns; ++s) {
-    const uint8_t* blk = row + static_cast<size_t>(s) * kBlockBytes;
+    const uint8_t* blk = row + static_cast<size_t>(s) * block_bytes;
     const uint8_t* sc = blk + 4;
-    const uint8_t* qs = blk + 16;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* qs = blk + (q5 ? 48 : 16);
     uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ4KPanelMetaBytes;
     std::memcpy(meta + j * 2, blk, 2);                   // d
     std::memcpy(meta + kPanelRows * 2 + j * 2, blk + 2, 2);  // dmin
@@ -98,12 +105,18 @@ void pack_q4_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size
       const int c = e / 64, l = e % 64;
       return l < 32 ? qs[32 * c + l] & 0x0f : qs[32 * c + l - 32] >> 4;
     };
+    auto top = [&](int e) -> int { return (qh[e % 32] >> (e / 32)) & 1; };
     for (int sub = 0; sub < 8; ++sub) {
-      uint8_t* codes = panel + static_cast<size_t>(s * 8 + sub) * 128;
+      uint8_t* codes = panel + static_cast<size_t>(s * 8 + sub) * cb;
       for (int v = 0; v < 4; ++v)
         for (int i = 0; i < 4; ++i) {
           const int e = sub * 32 + 4 * v + i;
           codes[v * 32 + j * 4 + i] = static_cast<uint8_t>(code(e) | code(e + 16) << 4);
+          if (q5) {
+            // Bit 2v + h of byte 4j + i: the fifth bit of the code of column 16h + 4v + i.
+            codes[128 + j * 4 + i] |=
+                static_cast<uint8_t>(top(e) << (2 * v) | top(e + 16) << (2 * v + 1));
+          }
         }
     }
   }
@@ -193,10 +206,10 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   }
   const int64_t nb = w.cols / kQK8_0;
   const size_t cb = code_bytes(w.type);
-  if (w.type == DType::Q4_K) {
+  if (w.type == DType::Q4_K || w.type == DType::Q5_K) {
     for (int64_t j = 0; j < n_rows; ++j)
       pack_q4_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst,
-                    static_cast<size_t>(nb) * cb);
+                    static_cast<size_t>(nb) * cb, w.type == DType::Q5_K);
     return;  // padding rows: zero scales, so they produce exactly 0
   }
   if (w.type == DType::Q6_K) {

@@ -22,6 +22,9 @@
 //     d, the 8 rows' fp16 dmin, then sub-block scales sc[8 sub-blocks][8 rows] and mins
 //     m[8][8] (uint8, 0..63, unpacked from ggml's 12-byte 6-bit encoding).
 //     w = d * sc * code - dmin * m.
+//   Q5_K: as Q4_K, with 160 code bytes per block: the nibbles (128), then 32 bytes of fifth bits:
+//     bit 2v + h of byte 4j + i is the top bit of row 8p + j's code of column 16h + 4v + i
+//     (the code whose low bits are nibble h of byte 4j + i of code vector v). Codes 0..31.
 //   Q6_K: per 32-column block 192 bytes: the low 4 bits of the codes (0..63) in the Q4_0 code
 //     layout (128 bytes), then their top 2 bits in two 32-byte vectors: byte 4j + i of vector h
 //     (h = 0, 1) holds, for the code byte 4j + i of code vector v = h (bits 0-3) and of v = h + 2
@@ -30,8 +33,7 @@
 //     scales sc[16 sub-blocks of 16 columns][8 rows]. w = d * sc * (code - 32).
 // The codes and scales are copied bit for bit: packing loses nothing.
 //
-// Formats without kernels of their own yet (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL,
-// IQ4_XS) are
+// Formats without kernels of their own yet (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS) are
 // dequantized at load (ggml's formula) and packed as F16: type() is then F16 and stored_type()
 // the file's format. This is an interim path: correct (the f16 rounding, relative 2^-11, is far
 // below the formats' own error) but it streams 16 bits per weight instead of 2.6 .. 6.6.
@@ -77,7 +79,7 @@ class PackedMatrix final : public DeviceMatrix {
   // Offset of the scales inside a quantized panel (after every block's codes): Q8_0/Q4_0 fp16
   // scales, 8 per block; Q4_K the per-super-block meta area described above.
   size_t scales_offset() const { return scales_offset_; }
-  // Bytes of codes per block and panel: 256 (Q8_0), 128 (Q4_0, Q4_K) or 192 (Q6_K).
+  // Bytes of codes per block and panel: 256 (Q8_0), 128 (Q4_0, Q4_K), 160 (Q5_K) or 192 (Q6_K).
   size_t block_code_bytes() const { return block_code_bytes_; }
 
  private:
