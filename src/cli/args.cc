@@ -44,7 +44,7 @@ constexpr std::array<ForeignFlag, 32> kForeignFlags = {{
      "--cache-type-v-draft",
      "-ctk/-ctv (--cache-type-k/v)", "K and V share one type here: use --kv-type f16|f32"},
     {"-ub --ubatch-size", "-ub/--ubatch-size",
-     "one batch size here: -b/--batch (run, perplexity) or --max-batched-tokens (serve)"},
+     "one batch size here: -b/--batch (run, perplexity, imatrix) or --max-batched-tokens (serve)"},
     {"-tb --threads-batch", "-tb/--threads-batch",
      "one thread count for prompt and generation: use -t/--threads"},
     {"-mg --main-gpu -ts --tensor-split -sm --split-mode -dev --device -nkvo --no-kv-offload -kvo "

@@ -18,6 +18,7 @@ Runner add_inspect(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
+Runner add_imatrix(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_template(CLI::App& app);
 Runner add_bench(CLI::App& app);

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   reg(kvasir::cli::add_tokenize);
   reg(kvasir::cli::add_quantize);
   reg(kvasir::cli::add_perplexity);
+  reg(kvasir::cli::add_imatrix);
   reg(kvasir::cli::add_synth);
   reg(kvasir::cli::add_template);
   reg(kvasir::cli::add_bench);

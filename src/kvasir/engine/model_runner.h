@@ -32,6 +32,7 @@
 #include "kvasir/kv/kv_storage.h"
 #include "kvasir/model/batch.h"
 #include "kvasir/model/forward_state.h"
+#include "kvasir/model/matmul_observer.h"
 #include "kvasir/model/model.h"
 #include "kvasir/sampling/sampler.h"
 #include "kvasir/util/thread_pool.h"
@@ -88,6 +89,9 @@ class ModelRunner {
   const Backend& backend() const { return *backend_; }
   // The Batch of the last run() (tests inspect its sequences and block tables).
   const Batch& last_batch() const { return batch_; }
+  // Shows `observer` (nullptr: none) the input of every weight matmul of the following steps,
+  // padding rows included (model/matmul_observer.h). It must outlive those steps.
+  void set_matmul_observer(MatmulObserver* observer) { state_.matmul_observer = observer; }
 
  private:
   struct Member {

@@ -16,6 +16,7 @@
 namespace kvasir {
 
 class Model;
+class MatmulObserver;
 
 class ForwardState {
  public:
@@ -44,6 +45,9 @@ class ForwardState {
   float* hl;      // max_logit_rows x dim: final hidden rows of the tokens that want logits
   float* logits;  // max_logit_rows x n_vocab; only where the backend's memory is not the host's
                   // (null otherwise: the CPU writes logits straight to the caller's rows)
+
+  // When set, forward() shows it every weight matmul's input (model/matmul_observer.h).
+  MatmulObserver* matmul_observer = nullptr;
 
  private:
   float* buffer(int64_t rows, int64_t width, const char* what);

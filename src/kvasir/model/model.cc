@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <string_view>
 
 #include "kvasir/model/forward_state.h"
+#include "kvasir/model/matmul_observer.h"
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/thread_pool.h"
@@ -16,6 +19,13 @@ namespace {
 bool is_matmul_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
          t == DType::Q4_0 || has_reference_quantizer(t);
+}
+
+// Shows the state's MatmulObserver, if it has one, the input x of the matmul by each weight.
+void observe(const ForwardState& s, std::initializer_list<std::string_view> weights, const float* x,
+             int64_t n_rows, int64_t cols) {
+  if (s.matmul_observer == nullptr) return;
+  for (std::string_view w : weights) s.matmul_observer->on_matmul(w, x, n_rows, cols);
 }
 
 }  // namespace
@@ -82,8 +92,10 @@ void Model::bind_weights(bool pack) {
   c.n_vocab = static_cast<int>(emb.shape[1]);
   tok_embd_ = matrix("token_embd.weight", c.dim, c.n_vocab);
   if (f.find_tensor("output.weight") != nullptr) {
-    output_ = packed("output.weight", c.dim, c.n_vocab);
+    output_name_ = "output.weight";
+    output_ = packed(output_name_, c.dim, c.n_vocab);
   } else {  // tied embeddings: the backend's own copy of the table
+    output_name_ = "token_embd.weight";
     tied_output_bytes_ = backend->matrix_bytes(tok_embd_.type, tok_embd_.rows, tok_embd_.cols);
     if (pack) output_ = backend->load_matrix(tok_embd_);
   }
@@ -93,20 +105,23 @@ void Model::bind_weights(bool pack) {
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = layers_[static_cast<size_t>(l)];
+    L.names = {p + "attn_q.weight",      p + "attn_k.weight",   p + "attn_v.weight",
+               p + "attn_output.weight", p + "ffn_gate.weight", p + "ffn_up.weight",
+               p + "ffn_down.weight"};
     L.attn_norm = vec(p + "attn_norm.weight", c.dim);
-    L.wq = packed(p + "attn_q.weight", c.dim, c.q_dim());
-    L.wk = packed(p + "attn_k.weight", c.dim, c.kv_dim());
-    L.wv = packed(p + "attn_v.weight", c.dim, c.kv_dim());
-    L.wo = packed(p + "attn_output.weight", c.q_dim(), c.dim);
+    L.wq = packed(L.names.wq, c.dim, c.q_dim());
+    L.wk = packed(L.names.wk, c.dim, c.kv_dim());
+    L.wv = packed(L.names.wv, c.dim, c.kv_dim());
+    L.wo = packed(L.names.wo, c.q_dim(), c.dim);
     if (c.qkv_bias) {
       L.bq = vec(p + "attn_q.bias", c.q_dim());
       L.bk = vec(p + "attn_k.bias", c.kv_dim());
       L.bv = vec(p + "attn_v.bias", c.kv_dim());
     }
     L.ffn_norm = vec(p + "ffn_norm.weight", c.dim);
-    L.w_gate = packed(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-    L.w_up = packed(p + "ffn_up.weight", c.dim, c.ffn_dim);
-    L.w_down = packed(p + "ffn_down.weight", c.ffn_dim, c.dim);
+    L.w_gate = packed(L.names.w_gate, c.dim, c.ffn_dim);
+    L.w_up = packed(L.names.w_up, c.dim, c.ffn_dim);
+    L.w_down = packed(L.names.w_down, c.ffn_dim, c.dim);
   }
   weight_type_ = c.n_layers > 0 ? f.tensor("blk.0.ffn_down.weight").type : tok_embd_.type;
 
@@ -173,6 +188,7 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
 
     // Attention block.
     be.rms_norm(s.x, L.attn_norm, s.h, n, c.dim, c.rms_eps);
+    observe(s, {L.names.wq, L.names.wk, L.names.wv}, s.h, n, c.dim);
     const MatmulTarget qkv[] = {{L.wq.get(), s.q}, {L.wk.get(), s.k}, {L.wv.get(), s.v}};
     be.matmul(s.h, n, c.dim, qkv, scratch);
     if (L.bq) {
@@ -185,15 +201,18 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
             c.rope_neox);
     be.kv_write(kvl, s.k, s.v, b.slots.data(), n);
     be.attention(kvl, aa);
+    observe(s, {L.names.wo}, s.att, n, c.q_dim());
     const MatmulTarget wo[] = {{L.wo.get(), s.h}};
     be.matmul(s.att, n, c.q_dim(), wo, scratch);
     be.add(s.x, s.h, n * c.dim);
 
     // Feed-forward block (SwiGLU).
     be.rms_norm(s.x, L.ffn_norm, s.h, n, c.dim, c.rms_eps);
+    observe(s, {L.names.w_gate, L.names.w_up}, s.h, n, c.dim);
     const MatmulTarget gate_up[] = {{L.w_gate.get(), s.gate}, {L.w_up.get(), s.up}};
     be.matmul(s.h, n, c.dim, gate_up, scratch);
     be.swiglu(s.gate, s.up, s.gate, n * c.ffn_dim);
+    observe(s, {L.names.w_down}, s.gate, n, c.ffn_dim);
     const MatmulTarget down[] = {{L.w_down.get(), s.h}};
     be.matmul(s.gate, n, c.ffn_dim, down, scratch);
     be.add(s.x, s.h, n * c.dim);
@@ -203,6 +222,7 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
   if (n_out == 0) return;
   be.gather_rows(s.x, b.logit_rows, c.dim, s.hl);
   be.rms_norm(s.hl, output_norm_, s.hl, n_out, c.dim, c.rms_eps);
+  observe(s, {output_name_}, s.hl, n_out, c.dim);
   float* out = s.logits != nullptr ? s.logits : logits;
   const MatmulTarget lm_head[] = {{output_.get(), out}};
   be.matmul(s.hl, n_out, c.dim, lm_head, scratch);

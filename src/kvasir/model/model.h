@@ -37,6 +37,10 @@ struct LayerWeights {
   const float* bv = nullptr;
   const float* ffn_norm = nullptr;
   std::unique_ptr<DeviceMatrix> w_gate, w_up, w_down;
+  // The matrices' GGUF names ("blk.N.attn_q.weight", ...), for a MatmulObserver.
+  struct Names {
+    std::string wq, wk, wv, wo, w_gate, w_up, w_down;
+  } names;
 };
 
 class Model {
@@ -79,6 +83,7 @@ class Model {
   BackendKind backend_kind_ = BackendKind::kCpu;
   MatrixView tok_embd_;
   std::unique_ptr<DeviceMatrix> output_;
+  std::string output_name_;       // "output.weight", or "token_embd.weight" when tied
   size_t tied_output_bytes_ = 0;  // the backend's copy of a tied output matrix
   DType weight_type_ = DType::F32;
   const float* output_norm_ = nullptr;
