@@ -403,8 +403,12 @@ TEST(Matmul, RejectsBadInput) {
   Activations wrong_cols;
   wrong_cols.prepare(x.data(), 1, 128, DType::Q4_0, pool);
   EXPECT_THROW(matmul(w.matrix(), wrong_cols, y.data(), pool), Error);
-  MatrixView k_quant{DType::Q4_K, 4, 256, w.bytes.data()};
-  EXPECT_THROW(matmul(k_quant, x.data(), 1, y.data(), pool), Error);
+  // A format kvasir does not compute with (checked before any data is read).
+  MatrixView unsupported{DType::IQ2_XXS, 4, 256, w.bytes.data()};
+  EXPECT_THROW(matmul(unsupported, x.data(), 1, y.data(), pool), Error);
+  // A k-quant whose rows are not a multiple of its 256-element super-block.
+  MatrixView ragged{DType::Q4_K, 4, 64, w.bytes.data()};
+  EXPECT_THROW(matmul(ragged, x.data(), 1, y.data(), pool), Error);
   Activations a;
   EXPECT_THROW(a.prepare(x.data(), 1, 48, DType::Q8_0, pool), Error);  // not a block multiple
   EXPECT_THROW(dequantize_row(w.matrix(), 4, y.data()), Error);
