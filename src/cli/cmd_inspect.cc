@@ -48,8 +48,8 @@ Runner add_inspect(CLI::App& app) {
       uint64_t bytes = 0, elements = 0;
     };
     std::map<std::string, PerType> per_type;
-    fmt::print("\ntensors ({}):\n  {:<36} {:<7} {:<22} {:>12} {:>7}\n", f.tensors().size(),
-               "name", "dtype", "shape", "bytes", "bpw");
+    fmt::print("\ntensors ({}):\n  {:<36} {:<7} {:<22} {:>12} {:>7}\n", f.tensors().size(), "name",
+               "dtype", "shape", "bytes", "bpw");
     auto bpw = [](uint64_t bytes, uint64_t n) { return n == 0 ? 0.0 : 8.0 * bytes / n; };
     for (const auto& t : f.tensors()) {
       std::string shape;
@@ -69,9 +69,9 @@ Runner add_inspect(CLI::App& app) {
                total / 1048576.0, elements, bpw(total, elements));
     fmt::print("\nby type:\n");
     for (const auto& [name, p] : per_type)
-      fmt::print("  {:<7} {:>4} tensors {:>12} bytes {:>6.2f}% of the file's weights {:>7.3f} bpw\n",
-                 name, p.n, p.bytes, elements ? 100.0 * p.elements / elements : 0.0,
-                 bpw(p.bytes, p.elements));
+      fmt::print(
+          "  {:<7} {:>4} tensors {:>12} bytes {:>6.2f}% of the file's weights {:>7.3f} bpw\n", name,
+          p.n, p.bytes, elements ? 100.0 * p.elements / elements : 0.0, bpw(p.bytes, p.elements));
     if (const auto* ft = f.find("general.file_type"); ft != nullptr) {
       std::string name = "unknown";
       uint64_t id = 0;

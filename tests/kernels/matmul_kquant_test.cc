@@ -1,7 +1,7 @@
-// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K, Q5_K and Q6_K kernels against matmul.h's contract
-// (bit for bit, every SIMD target, every tile and batch shape) and against the double-precision
-// dot of the dequantized weights; the formats packed through f16 (packed_matrix.h) against the F16
-// kernel on the same values.
+// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K, Q5_K and Q6_K kernels against matmul.h's
+// contract (bit for bit, every SIMD target, every tile and batch shape) and against the
+// double-precision dot of the dequantized weights; the formats packed through f16 (packed_matrix.h)
+// against the F16 kernel on the same values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,37 +12,13 @@
 #include "kvasir/kernels/cpu/matmul.h"
 #include "kvasir/tensor/quant_k.h"
 #include "kvasir/tensor/quantize.h"
+#include "matmul_test_util.h"
 #include "test_util/random.h"
 
 namespace kvasir::cpu {
 namespace {
 
 using test_util::random_normal;
-
-struct Weights {
-  DType type;
-  int64_t rows, cols;
-  std::vector<uint8_t> bytes;
-  MatrixView matrix() const { return {type, rows, cols, bytes.data()}; }
-};
-
-Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> w = random_normal(rows * cols, seed, 0.5f);
-  return {t, rows, cols, quantize_tensor(t, w.data(), rows, cols)};
-}
-
-std::vector<float> run_matmul(const Weights& w, const float* x, int64_t n_tokens,
-                              ThreadPool& pool) {
-  std::vector<float> y(static_cast<size_t>(n_tokens * w.rows), -1.0f);
-  matmul(w.matrix(), x, n_tokens, y.data(), pool);
-  return y;
-}
-
-class PerTargetK : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { force_simd_target(GetParam()); }
-  void TearDown() override { force_simd_target(""); }
-};
 
 // Q4_K sub-block j (0..7) of a ggml block: scale and min, decoded from the 12-byte 6-bit field
 // (ggml-common.h's layout: sub-blocks 0-3 in the low 6 bits of bytes 0-3 / 4-7; 4-7 split
@@ -162,28 +138,36 @@ std::vector<float> q6k_contract(const Weights& w, const std::vector<float>& x, i
   return y;
 }
 
-TEST_P(PerTargetK, Q6KBitIdenticalToTheContractLoop) {
+using Contract = std::vector<float> (*)(const Weights&, const std::vector<float>&, int64_t);
+
+// Partial panels, odd panel counts, every token tile width and tail; {300, 768, 64} is large
+// enough for the activations to be quantized on the pool and for several chunks per thread.
+void check_contract(DType t, Contract contract, uint32_t seed) {
   ThreadPool pool(3);
   struct Shape {
     int64_t rows, cols, n_tokens;
   };
-  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {300, 768, 7}, {8, 256, 4},
+  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13},  {300, 768, 7}, {8, 256, 4},
                           {3, 256, 5},  {300, 768, 64}, {21, 2304, 3}};
   for (const Shape& s : shapes) {
-    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                 " tokens=" + std::to_string(s.n_tokens));
-    const Weights w = make_weights(DType::Q6_K, s.rows, s.cols, 211);
-    const std::vector<float> x = random_normal(s.n_tokens * s.cols, 212);
-    const std::vector<float> want = q6k_contract(w, x, s.n_tokens);
+    SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" +
+                 std::to_string(s.cols) + " tokens=" + std::to_string(s.n_tokens));
+    const Weights w = make_weights(t, s.rows, s.cols, seed);
+    const std::vector<float> x = random_normal(s.n_tokens * s.cols, seed + 1);
+    const std::vector<float> want = contract(w, x, s.n_tokens);
     const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
     ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
   }
 }
 
+TEST_P(PerTarget, Q6KBitIdenticalToTheContractLoop) {
+  check_contract(DType::Q6_K, q6k_contract, 211);
+}
+
 // The contract's codes and scales are ggml's: its terms, summed in double, equal the dot of the
 // dequantized weights with the Q8_0-rounded activations up to float rounding (2 nb + 8 roundings
 // against the magnitude sum; see Q4KMatchesDequantizedDot for the activation bound).
-TEST_P(PerTargetK, Q6KMatchesDequantizedDot) {
+TEST_P(PerTarget, Q6KMatchesDequantizedDot) {
   ThreadPool pool(2);
   const int64_t rows = 45, cols = 768, n = 3, nb = cols / 32;
   const Weights w = make_weights(DType::Q6_K, rows, cols, 311);
@@ -204,27 +188,15 @@ TEST_P(PerTargetK, Q6KMatchesDequantizedDot) {
       }
       // Both halves' i_h carry the -32 offset: their magnitude is bounded by 64 / |code - 32|
       // times the weight's; 64 * sum |d sc| |y| covers it.
-      const double tol = act_err + static_cast<double>(2 * nb + 8) * std::ldexp(1.0, -24) * 64 * mag;
+      const double tol =
+          act_err + static_cast<double>(2 * nb + 8) * std::ldexp(1.0, -24) * 64 * mag;
       ASSERT_NEAR(y[t * rows + r], dot, tol) << "r=" << r << " t=" << t;
     }
   }
 }
 
-TEST_P(PerTargetK, Q5KBitIdenticalToTheContractLoop) {
-  ThreadPool pool(3);
-  struct Shape {
-    int64_t rows, cols, n_tokens;
-  };
-  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {300, 768, 7}, {3, 256, 5}, {300, 768, 64}};
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                 " tokens=" + std::to_string(s.n_tokens));
-    const Weights w = make_weights(DType::Q5_K, s.rows, s.cols, 221);
-    const std::vector<float> x = random_normal(s.n_tokens * s.cols, 222);
-    const std::vector<float> want = q4k_contract(w, x, s.n_tokens);
-    const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
-  }
+TEST_P(PerTarget, Q5KBitIdenticalToTheContractLoop) {
+  check_contract(DType::Q5_K, q4k_contract, 221);
 }
 
 // The Q5_K contract's terms against the dequantized weights (ggml's formula, dequantize_row): the
@@ -251,24 +223,8 @@ TEST(MatmulKQuant, Q5KDequantizedDotMatchesTheContractTerms) {
   }
 }
 
-TEST_P(PerTargetK, Q4KBitIdenticalToTheContractLoop) {
-  ThreadPool pool(3);
-  struct Shape {
-    int64_t rows, cols, n_tokens;
-  };
-  // Partial panels, odd panel counts, every token tile width and tail; {300, 768, 64} is large
-  // enough for the activations to be quantized on the pool and for several chunks per thread.
-  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {300, 768, 7}, {8, 256, 4},
-                          {3, 256, 5},  {300, 768, 64}, {21, 2304, 3}};
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                 " tokens=" + std::to_string(s.n_tokens));
-    const Weights w = make_weights(DType::Q4_K, s.rows, s.cols, 201);
-    const std::vector<float> x = random_normal(s.n_tokens * s.cols, 202);
-    const std::vector<float> want = q4k_contract(w, x, s.n_tokens);
-    const std::vector<float> got = run_matmul(w, x.data(), s.n_tokens, pool);
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
-  }
+TEST_P(PerTarget, Q4KBitIdenticalToTheContractLoop) {
+  check_contract(DType::Q4_K, q4k_contract, 201);
 }
 
 // Against the double-precision dot of the dequantized weights (dequantize_row: ggml's formula)
@@ -278,7 +234,7 @@ TEST_P(PerTargetK, Q4KBitIdenticalToTheContractLoop) {
 // (u = 2^-24) against magnitudes bounded by sum |w_k| |x_k| plus the min terms; (2 nb + 8) u times
 // that magnitude is a generous bound. A wrong code, scale, min or sub-block index is off by far
 // more.
-TEST_P(PerTargetK, Q4KMatchesDequantizedDot) {
+TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
   ThreadPool pool(2);
   const int64_t rows = 45, cols = 768, n = 3, nb = cols / 32;
   const Weights w = make_weights(DType::Q4_K, rows, cols, 301);
@@ -289,8 +245,8 @@ TEST_P(PerTargetK, Q4KMatchesDequantizedDot) {
   std::vector<float> wr(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(w.matrix(), r, wr.data());
-    const auto* row = reinterpret_cast<const BlockQ4_K*>(w.bytes.data() +
-                                                         static_cast<size_t>(r) * row_bytes(w.type, cols));
+    const auto* row = reinterpret_cast<const BlockQ4_K*>(
+        w.bytes.data() + static_cast<size_t>(r) * row_bytes(w.type, cols));
     for (int64_t t = 0; t < n; ++t) {
       double dot = 0, act_err = 0, mag = 0;
       for (int64_t k = 0; k < cols; ++k) {
@@ -312,8 +268,7 @@ TEST_P(PerTargetK, Q4KMatchesDequantizedDot) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Matmul, PerTargetK, ::testing::ValuesIn(simd_targets()),
-                         [](const auto& info) { return info.param; });
+// Instantiated per SIMD target with the other PerTarget tests, in matmul_test.cc.
 
 // Formats without kernels of their own yet are dequantized at load and packed as F16: their
 // matmul must be exactly the F16 matmul of the same values rounded to f16.

@@ -12,6 +12,7 @@
 
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
+#include "matmul_test_util.h"
 #include "test_util/random.h"
 
 namespace kvasir::cpu {
@@ -24,32 +25,6 @@ constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
 bool is_quant(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0;
 }
-
-struct Weights {
-  DType type;
-  int64_t rows, cols;
-  std::vector<uint8_t> bytes;
-  MatrixView matrix() const { return {type, rows, cols, bytes.data()}; }
-};
-
-Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> w = random_normal(rows * cols, seed, 0.5f);
-  return {t, rows, cols, quantize_tensor(t, w.data(), rows, cols)};
-}
-
-std::vector<float> run_matmul(const Weights& w, const float* x, int64_t n_tokens,
-                              ThreadPool& pool) {
-  std::vector<float> y(static_cast<size_t>(n_tokens * w.rows), -1.0f);
-  matmul(w.matrix(), x, n_tokens, y.data(), pool);
-  return y;
-}
-
-// Runs the test body once per SIMD target this machine supports, restoring the default after.
-class PerTarget : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { force_simd_target(GetParam()); }
-  void TearDown() override { force_simd_target(""); }
-};
 
 std::vector<std::string> targets_to_test() {
   return simd_targets();

@@ -204,8 +204,8 @@ TEST(LlamaCppGreedyFormats, LlamaTinyEveryFormatMatches) {
   write_synthetic_model(spec, f16);
   std::vector<std::pair<std::string, std::string>> files;  // label, path
   // The k-quant mixtures with --pure: every matrix in the mixture's base type.
-  for (const char* t : {"Q4_K_M", "Q6_K", "Q5_K_M", "Q3_K_M", "Q2_K", "Q4_1", "Q5_0", "Q5_1",
-                        "IQ4_NL", "IQ4_XS"}) {
+  for (const char* t :
+       {"Q4_K_M", "Q6_K", "Q5_K_M", "Q3_K_M", "Q2_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"}) {
     const std::string out = dir + "/llama-tiny-" + t + ".gguf";
     QuantizeOptions o;
     o.pure = true;

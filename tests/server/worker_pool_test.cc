@@ -86,8 +86,8 @@ TEST(WorkerPool, QueuesPastMaxThreadsThenRefuses) {
   };
   EXPECT_TRUE(pool.post(job, 2));
   EXPECT_TRUE(pool.post(job, 2));
-  EXPECT_TRUE(pool.post(job, 2));  // queued
-  EXPECT_TRUE(pool.post(job, 2));  // queued
+  EXPECT_TRUE(pool.post(job, 2));   // queued
+  EXPECT_TRUE(pool.post(job, 2));   // queued
   EXPECT_FALSE(pool.post(job, 2));  // max_pending reached: dropped
   EXPECT_EQ(pool.threads_started(), 2);
   release.count_down();

@@ -9,8 +9,8 @@
 
 #include <cctype>
 #include <cstring>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,7 +28,9 @@ struct Entry {
   uint64_t seed = 0, fnv_q = 0, fnv_deq = 0;
 };
 
-std::string fixture_dir() { return std::string(KVASIR_SOURCE_DIR) + "/tests/fixtures/ggml-quants"; }
+std::string fixture_dir() {
+  return std::string(KVASIR_SOURCE_DIR) + "/tests/fixtures/ggml-quants";
+}
 
 std::vector<Entry> manifest() {
   std::ifstream f(fixture_dir() + "/manifest.txt");
@@ -101,8 +103,7 @@ TEST_P(GgmlQuants, QuantizeAndDequantizeMatchGgml) {
       const size_t bb = static_cast<size_t>(dtype_info(t).block_bytes);
       for (size_t i = 0; i < q.size(); i += bb) {
         if (std::memcmp(q.data() + i, theirs.data() + i, bb) != 0) {
-          ADD_FAILURE() << "first differing block: #" << i / bb << " (row "
-                        << i / rb << ")";
+          ADD_FAILURE() << "first differing block: #" << i / bb << " (row " << i / rb << ")";
           break;
         }
       }

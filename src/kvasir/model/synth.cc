@@ -22,7 +22,9 @@ struct Rng {
     return z ^ (z >> 31);
   }
   // Uniform in [-1, 1).
-  float uniform() { return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0); }
+  float uniform() {
+    return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0);
+  }
 };
 
 }  // namespace
@@ -33,7 +35,8 @@ SynthSpec synth_shape(const std::string& name) {
   s.n_vocab = 32000;
   if (name == "llama-110m") {
     s.dim = 768, s.n_layers = 12, s.n_heads = 12, s.n_kv_heads = 12, s.ffn_dim = 2048;
-  } else if (name == "llama-tiny") {  // for tests: every dim a multiple of 256 (k-quant blocks), GQA
+  } else if (name ==
+             "llama-tiny") {  // for tests: every dim a multiple of 256 (k-quant blocks), GQA
     s.dim = 256, s.n_layers = 4, s.n_heads = 4, s.n_kv_heads = 2, s.ffn_dim = 768;
   } else if (name == "tinyllama-1.1b") {
     s.dim = 2048, s.n_layers = 22, s.n_heads = 32, s.n_kv_heads = 4, s.ffn_dim = 5632;
@@ -41,7 +44,8 @@ SynthSpec synth_shape(const std::string& name) {
     s.dim = 4096, s.n_layers = 32, s.n_heads = 32, s.n_kv_heads = 8, s.ffn_dim = 14336;
     s.n_vocab = 128256, s.rope_base = 500000.0f;
   } else {
-    fail("unknown synthetic shape '{}' (known: llama-tiny, llama-110m, tinyllama-1.1b, llama3-8b)", name);
+    fail("unknown synthetic shape '{}' (known: llama-tiny, llama-110m, tinyllama-1.1b, llama3-8b)",
+         name);
   }
   s.ctx = 4096;
   return s;
@@ -77,7 +81,8 @@ void write_synthetic_model(const SynthSpec& sp, const std::string& path) {
     gguf::GGUFFile vf(sp.vocab_from);
     for (const auto& [k, v] : vf.metadata()) {
       if (k.rfind("tokenizer.", 0) != 0) continue;
-      if (k == "tokenizer.ggml.tokens" && static_cast<int64_t>(v.as_array().items.size()) != sp.n_vocab)
+      if (k == "tokenizer.ggml.tokens" &&
+          static_cast<int64_t>(v.as_array().items.size()) != sp.n_vocab)
         fail("synth: vocabulary {} has {} tokens but the shape needs {}", sp.vocab_from,
              v.as_array().items.size(), sp.n_vocab);
       w.set(k, v);

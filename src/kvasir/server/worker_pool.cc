@@ -6,7 +6,9 @@ namespace kvasir::server {
 
 WorkerPool::WorkerPool(int max_threads) : max_threads_(std::max(1, max_threads)) {}
 
-WorkerPool::~WorkerPool() { stop(); }
+WorkerPool::~WorkerPool() {
+  stop();
+}
 
 bool WorkerPool::post(std::function<void()> fn, size_t max_pending) {
   std::lock_guard lk(mu_);

@@ -7,13 +7,12 @@
 #endif
 #include "kvasir/tensor/quantize.h"
 
-#include "kvasir/tensor/quant_iq4.h"
-#include "kvasir/tensor/quant_k.h"
-#include "kvasir/tensor/quant_legacy.h"
-
 #include <cmath>
 #include <cstring>
 
+#include "kvasir/tensor/quant_iq4.h"
+#include "kvasir/tensor/quant_k.h"
+#include "kvasir/tensor/quant_legacy.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir {
@@ -38,9 +37,10 @@ inline uint8_t trunc_to_q4(float v) {
 
 void check_supported(DType t, int64_t n, const char* what) {
   if (!has_reference_quantizer(t)) {
-    fail("{}: dtype {} has no reference quantizer (supported: f32, f16, bf16, q8_0, q4_0, q4_1, "
-         "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)",
-         what, dtype_name(t));
+    fail(
+        "{}: dtype {} has no reference quantizer (supported: f32, f16, bf16, q8_0, q4_0, q4_1, "
+        "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)",
+        what, dtype_name(t));
   }
   const int bs = dtype_info(t).block_size;
   if (n < 0 || n % bs != 0) {

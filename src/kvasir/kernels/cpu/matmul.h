@@ -1,15 +1,16 @@
 // Matrix multiplication y = x · Wᵀ for every weight dtype, on the CPU.
 //
 // W is a weight matrix of `rows` output features by `cols` input features, in the dtype it was
-// stored in (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; other formats are converted at load, packed_matrix.h). It is repacked once (PackedMatrix, packed_matrix.h) into
-// panels of 8 interleaved rows, the layout the kernels stream. x holds n_tokens rows of `cols`
-// floats; y receives n_tokens rows of `rows` floats (y[t*rows + r] = dot(W[r], x[t])).
+// stored in (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; other formats are converted at load,
+// packed_matrix.h). It is repacked once (PackedMatrix, packed_matrix.h) into panels of 8
+// interleaved rows, the layout the kernels stream. x holds n_tokens rows of `cols` floats; y
+// receives n_tokens rows of `rows` floats (y[t*rows + r] = dot(W[r], x[t])).
 //
 // n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill / batched-decode GEMM (tiles of up
 // to 8 panels x 6 tokens share weight loads and activation broadcasts; threads take chunks of
-// panels that stay in L2 while every token tile passes over them). For Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights the
-// activations are first quantized to Q8_0 blocks (once per input, see Activations) and the dot
-// products run in integers (AVX2 maddubs), as ggml does.
+// panels that stay in L2 while every token tile passes over them). For Q8_0/Q4_0/Q4_K/Q5_K/Q6_K
+// weights the activations are first quantized to Q8_0 blocks (once per input, see Activations) and
+// the dot products run in integers (AVX2 maddubs), as ggml does.
 //
 // The arithmetic of one output element is fixed (this is the contract every path implements, the
 // scalar fallback included, so results are bit-identical across tiles, batches, threads and SIMD
@@ -21,7 +22,8 @@
 //   Q4_K, Q5_K:   acc = 0; for each 32-column block b (sub-block of a 256-column super-block):
 //                   d_b = fp16(d) * sc_b, m_b = fp16(dmin) * m_b (exact), isum = sum of code *
 //                   q_x (codes 0..15; Q5_K 0..31), xsum = sum of q_x;
-//                   acc = fma(d_b * d_x, float(isum), acc); acc = fma(-(m_b * d_x), float(xsum), acc).
+//                   acc = fma(d_b * d_x, float(isum), acc); acc = fma(-(m_b * d_x), float(xsum),
+//                   acc).
 //   Q6_K:         acc = 0; for each 32-column block b, its halves h = 0, 1 (16 columns each, one
 //                   ggml sub-block of scale sc_h): d_h = fp16(d) * sc_h (exact), i_h = sum over
 //                   the half of code * q_x - 32 * (sum of the half's q_x) (codes 0..63);

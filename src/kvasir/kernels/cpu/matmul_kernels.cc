@@ -145,9 +145,8 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   const size_t pb = j.w->panel_bytes();
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   constexpr size_t kStep = kP * L::kBytes;
   const float* const x_end = x + cols * T;
   for (; x != x_end; x += T, w += kStep) {
@@ -162,9 +161,8 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 template <DType WT>
@@ -206,9 +204,8 @@ struct U4Dots {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     __m256i s16[R][T];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
-      KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
     // Per group: the T activation broadcasts first, then each panel's codes are loaded (L1 after
     // the first half), unpacked and used for all T tokens: R*T + R*T + T + 3 live registers.
     KVASIR_UNROLL
@@ -258,16 +255,14 @@ struct U5Dots {
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
-      KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
     KVASIR_UNROLL
     for (int half = 0; half < 2; ++half) {
       __m256i s16[R][T];
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r)
-        KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+      for (int r = 0; r < R; ++r) KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
       KVASIR_UNROLL
       for (int v = 0; v < 4; ++v) {
         __m256i yb[T];
@@ -279,7 +274,7 @@ struct U5Dots {
           const uint8_t* c = codes[r] + b * kCodeBytes;
           const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + v * 32));
           const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 128));
-          const __m256i top = bit < 4 ? _mm256_slli_epi16(hb, bit < 4 ? 4 - bit : 0)
+          const __m256i top = bit < 4   ? _mm256_slli_epi16(hb, bit < 4 ? 4 - bit : 0)
                               : bit > 4 ? _mm256_srli_epi16(hb, bit > 4 ? bit - 4 : 0)
                                         : hb;
           const __m256i low = half == 0 ? _mm256_and_si256(raw, mask)
@@ -291,10 +286,9 @@ struct U5Dots {
         }
       }
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r)
-        KVASIR_UNROLL
-        for (int i = 0; i < T; ++i)
-          isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
+      for (int r = 0; r < R; ++r) KVASIR_UNROLL
+      for (int i = 0; i < T; ++i)
+        isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
     }
   }
 };
@@ -306,9 +300,8 @@ struct Q8Dots {
                                int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
     const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
-      KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
       __m256i yb[T];
@@ -316,8 +309,8 @@ struct Q8Dots {
       for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const __m256i wv = _mm256_load_si256(
-            reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + g * 32));
+        const __m256i wv =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + g * 32));
         const __m256i wa = _mm256_sign_epi8(wv, wv);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
@@ -347,9 +340,8 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   }
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i isum[R][T];
     Dots::template Block<R, T>(codes, xq, xsum, nb, b, isum);
@@ -362,9 +354,8 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 template <class Dots>
@@ -400,9 +391,8 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   }
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   for (int64_t s = 0; s < ns; ++s) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
@@ -418,28 +408,27 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
         const __m256 dmin =
             _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m + 16)));
-        const __m256 sc = _mm256_cvtepi32_ps(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + sub * 8))));
-        const __m256 mn = _mm256_cvtepi32_ps(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 96 + sub * 8))));
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + sub * 8))));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 96 + sub * 8))));
         const __m256 db = _mm256_mul_ps(d, sc);
         const __m256 mb = _mm256_mul_ps(dmin, mn);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
           const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
-          acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(db, dx), _mm256_cvtepi32_ps(isum[r][i]),
-                                      acc[r][i]);
+          acc[r][i] =
+              _mm256_fmadd_ps(_mm256_mul_ps(db, dx), _mm256_cvtepi32_ps(isum[r][i]), acc[r][i]);
           const __m256 neg_m = _mm256_xor_ps(_mm256_mul_ps(mb, dx), _mm256_set1_ps(-0.0f));
-          acc[r][i] = _mm256_fmadd_ps(
-              neg_m, _mm256_set1_ps(static_cast<float>(xsum[i * nb + b])), acc[r][i]);
+          acc[r][i] = _mm256_fmadd_ps(neg_m, _mm256_set1_ps(static_cast<float>(xsum[i * nb + b])),
+                                      acc[r][i]);
         }
       }
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 // Q6_K: per 32-column block b (sub-block sub of super-block s) and half h (columns 16h ..
@@ -467,9 +456,8 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   }
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -478,21 +466,18 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
       const int64_t b = s * 8 + sub;
       __m256i isum[2][R][T];
       KVASIR_UNROLL
-      for (int h = 0; h < 2; ++h)
-        KVASIR_UNROLL
-        for (int r = 0; r < R; ++r)
-          KVASIR_UNROLL
-          for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_setzero_si256();
       KVASIR_UNROLL
-      for (int h = 0; h < 2; ++h) {    // half: low nibbles (columns 0-15), high (16-31)
+      for (int h = 0; h < 2; ++h) {  // half: low nibbles (columns 0-15), high (16-31)
         KVASIR_UNROLL
         for (int vp = 0; vp < 2; ++vp) {  // code vectors vp and vp + 2 share a top-bits vector
           __m256i yb[2][T];
           KVASIR_UNROLL
-          for (int k = 0; k < 2; ++k)
-            KVASIR_UNROLL
-            for (int i = 0; i < T; ++i)
-              yb[k][i] = Bcast4(xq[i * nb + b].qs + h * 16 + (vp + 2 * k) * 4);
+          for (int k = 0; k < 2; ++k) KVASIR_UNROLL
+          for (int i = 0; i < T; ++i)
+            yb[k][i] = Bcast4(xq[i * nb + b].qs + h * 16 + (vp + 2 * k) * 4);
           KVASIR_UNROLL
           for (int r = 0; r < R; ++r) {
             const uint8_t* c = codes[r] + b * static_cast<int64_t>(cb);
@@ -508,10 +493,9 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
               // Top bits of this code to bits 4-5: vector vp uses bits 0-3 of H, vp + 2 bits
               // 4-7; within those, the low-nibble code's pair first.
               const int shift = (k == 0 ? 4 : 0) - (h == 0 ? 0 : 2);
-              const __m256i top =
-                  shift > 0   ? _mm256_slli_epi16(H, shift > 0 ? shift : 0)
-                  : shift < 0 ? _mm256_srli_epi16(H, shift < 0 ? -shift : 0)
-                              : H;
+              const __m256i top = shift > 0   ? _mm256_slli_epi16(H, shift > 0 ? shift : 0)
+                                  : shift < 0 ? _mm256_srli_epi16(H, shift < 0 ? -shift : 0)
+                                              : H;
               n[k] = _mm256_or_si256(low, _mm256_and_si256(top, m30));
             }
             KVASIR_UNROLL
@@ -531,8 +515,8 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
             d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub) * 8)))));
         const __m256 d1 = _mm256_mul_ps(
-            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                   reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + 1) * 8)))));
+            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + 1) * 8)))));
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
           const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
@@ -546,9 +530,8 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r) KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 struct Q6KKernel {
@@ -683,13 +666,13 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
                 const uint8_t byte = cb[v * 32 + lane * 4 + c % 4];
                 const uint8_t top = cb[128 + (v % 2) * 32 + lane * 4 + c % 4];
                 const int bits = (top >> (v < 2 ? 0 : 4)) & 15;
-                const int code = (h == 0 ? (byte & 15) | (bits & 3) << 4
-                                         : (byte >> 4) | (bits >> 2) << 4);
+                const int code =
+                    (h == 0 ? (byte & 15) | (bits & 3) << 4 : (byte >> 4) | (bits >> 2) << 4);
                 ih[h] += code * int32_t{xb.qs[c]};
                 yh[h] += xb.qs[c];
               }
-              const uint8_t* m = panel + w.scales_offset() +
-                                 (b / 8) * static_cast<int64_t>(kQ6KPanelMetaBytes);
+              const uint8_t* m =
+                  panel + w.scales_offset() + (b / 8) * static_cast<int64_t>(kQ6KPanelMetaBytes);
               const int sub = static_cast<int>(b % 8);
               uint16_t dh;
               std::memcpy(&dh, m + lane * 2, 2);
@@ -711,8 +694,8 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
                   code |= ((panel[b * cbytes + 128 + lane * 4 + c % 4] >> (2 * v + h)) & 1) << 4;
                 isum += code * int32_t{xb.qs[c]};
               }
-              const uint8_t* m = panel + w.scales_offset() +
-                                 (b / 8) * static_cast<int64_t>(kQ4KPanelMetaBytes);
+              const uint8_t* m =
+                  panel + w.scales_offset() + (b / 8) * static_cast<int64_t>(kQ4KPanelMetaBytes);
               const int sub = static_cast<int>(b % 8);
               uint16_t dh, mh;
               std::memcpy(&dh, m + lane * 2, 2);

@@ -51,9 +51,10 @@ size_t meta_bytes(DType t, int64_t cols) {
 
 void check_shape(DType t, int64_t rows, int64_t cols) {
   if (!has_kernel(t)) {
-    fail("pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, and "
-         "through f16: q4_1, q5_0, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs)",
-         dtype_name(t));
+    fail(
+        "pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, and "
+        "through f16: q4_1, q5_0, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs)",
+        dtype_name(t));
   }
   if (rows < 0 || cols <= 0) fail("pack: invalid weight shape {} x {}", rows, cols);
   const int bs = dtype_info(t).block_size;
@@ -87,7 +88,7 @@ void pack_q4_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size
     const uint8_t* qh = blk + 16;
     const uint8_t* qs = blk + (q5 ? 48 : 16);
     uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ4KPanelMetaBytes;
-    std::memcpy(meta + j * 2, blk, 2);                   // d
+    std::memcpy(meta + j * 2, blk, 2);                       // d
     std::memcpy(meta + kPanelRows * 2 + j * 2, blk + 2, 2);  // dmin
     for (int sub = 0; sub < 8; ++sub) {
       uint8_t scale, min;
@@ -147,10 +148,11 @@ void pack_panel_via_f16(const MatrixView& w, int64_t p, uint8_t* dst, std::vecto
   half.resize(cols * kPanelRows);
   for (int64_t j = 0; j < n_rows; ++j) {
     dequantize_row(w.type, src + static_cast<size_t>(r0 + j) * rb, row.data(), w.cols);
-    for (size_t k = 0; k < cols; ++k) half[static_cast<size_t>(j) * cols + k] = fp32_to_fp16(row[k]);
+    for (size_t k = 0; k < cols; ++k)
+      half[static_cast<size_t>(j) * cols + k] = fp32_to_fp16(row[k]);
   }
-  transpose_panel<uint16_t>(reinterpret_cast<const uint8_t*>(half.data()), cols * 2, n_rows,
-                            w.cols, dst);
+  transpose_panel<uint16_t>(reinterpret_cast<const uint8_t*>(half.data()), cols * 2, n_rows, w.cols,
+                            dst);
 }
 
 // Q6_K (ggml block of 256: ql[128] low nibbles, qh[64] top 2 bits, int8 scales[16] per 16
