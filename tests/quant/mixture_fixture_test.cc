@@ -13,7 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <optional>
 #include <set>
 
 #include "kvasir/format/gguf.h"
@@ -305,8 +305,40 @@ TEST(QuantMixtureFixtureGen, Record) {
   const std::string header =
       "# Recorded from the pinned llama.cpp's llama-quantize by make.sh in this folder; do not "
       "edit.\n";
-  const std::regex line_re(
-      R"(^\[\s*\d+/\s*\d+\]\s+(\S+)\s+- \[([^\]]*)\], type =\s*(\S+), size =.*?(?:\((\S+)\))?\s*$)");
+  // A tensor line of llama-quantize's log: "[  i/  n] NAME - [SHAPE], type = SRC, size = ...",
+  // ending in "(TYPE)" when the type chosen differs. Parsed by hand: GCC 12's std::regex trips
+  // -Wmaybe-uninitialized under the sanitizers (as in serve_cli_test.cc).
+  struct TensorLine {
+    std::string name, shape, src, to;  // to: empty when the line names no other type
+  };
+  auto parse_line = [](const std::string& line) -> std::optional<TensorLine> {
+    if (line.empty() || line[0] != '[') return std::nullopt;
+    const size_t close = line.find(']');
+    const size_t slash = line.find('/');
+    if (close == std::string::npos || slash == std::string::npos || slash > close)
+      return std::nullopt;
+    TensorLine t;
+    size_t i = line.find_first_not_of(' ', close + 1);
+    if (i == std::string::npos) return std::nullopt;
+    const size_t name_end = line.find(' ', i);
+    if (name_end == std::string::npos) return std::nullopt;
+    t.name = line.substr(i, name_end - i);
+    const size_t sh = line.find("- [", name_end);
+    const size_t sh_end = sh == std::string::npos ? sh : line.find(']', sh);
+    const size_t ty = sh_end == std::string::npos ? sh_end : line.find("type =", sh_end);
+    if (ty == std::string::npos || line.find(", size =", ty) == std::string::npos)
+      return std::nullopt;
+    t.shape = line.substr(sh + 3, sh_end - sh - 3);
+    const size_t src = line.find_first_not_of(' ', ty + 6);
+    t.src = line.substr(src, line.find(',', src) - src);
+    const size_t last = line.find_last_not_of(" \t\r");
+    if (last != std::string::npos && line[last] == ')') {
+      const size_t open = line.rfind('(', last);
+      const std::string inner = line.substr(open + 1, last - open - 1);
+      if (!inner.empty() && inner.find(' ') == std::string::npos) t.to = inner;
+    }
+    return t;
+  };
 
   auto safe = [](std::string c) {
     std::replace(c.begin(), c.end(), '/', '+');
@@ -330,12 +362,12 @@ TEST(QuantMixtureFixtureGen, Record) {
       ASSERT_TRUE(log) << model << " " << c;
       int n = 0;
       for (std::string line; std::getline(log, line);) {
-        std::smatch m;
-        if (!std::regex_match(line, m, line_re)) continue;
-        const std::string name = m[1], src = lower(m[3]);
-        const std::string to = m[4].matched ? lower(m[4].str()) : src;
+        const std::optional<TensorLine> m = parse_line(line);
+        if (!m) continue;
+        const std::string name = m->name, src = lower(m->src);
+        const std::string to = m->to.empty() ? src : lower(m->to);
         std::vector<int64_t> shape;
-        std::stringstream ss(m[2].str());
+        std::stringstream ss(m->shape);
         for (std::string p; std::getline(ss, p, ',');) shape.push_back(std::stoll(p));
         while (shape.size() > 1 && shape.back() == 1) shape.pop_back();
         if (!info.count(name)) {
