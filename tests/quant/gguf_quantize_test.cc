@@ -295,7 +295,7 @@ TEST(QuantizeProgress, FormatsLinesAndDurations) {
   QuantizeProgress p;
   p.index = 12;
   p.count = 291;
-  p.name = &name;
+  p.name = name;
   p.from = DType::F16;
   p.to = DType::Q6_K;
   p.bytes_done = 100u << 20;

@@ -287,7 +287,7 @@ QuantizeReport quantize_gguf(const std::string& in_path, const std::string& out_
     const TensorChoice& c = choices[i];
     const Job& j = jobs[i];
     pr.index++;
-    pr.name = &t.name;
+    pr.name = t.name;
     pr.from = t.type;
     pr.to = c.type;
     pr.bytes_done = done_before;

@@ -41,9 +41,9 @@ class GGUFFile;
 
 // Where a run is; sent before each tensor and after each slab of rows.
 struct QuantizeProgress {
-  int index = 0;  // 1-based tensor being worked on
-  int count = 0;  // tensors in the file
-  const std::string* name = nullptr;
+  int index = 0;     // 1-based tensor being worked on
+  int count = 0;     // tensors in the file
+  std::string name;  // the tensor's (a copy: the callback may keep it)
   DType from = DType::F32, to = DType::F32;
   uint64_t bytes_done = 0, bytes_total = 0;        // input bytes of the tensors done
   uint64_t elements_done = 0, elements_total = 0;  // of the tensors converted (for an ETA)

@@ -42,7 +42,7 @@ std::string format_progress(const QuantizeProgress& p) {
                                 ? fmt::format("{} (copied)", dtype_name(p.to))
                                 : fmt::format("{} -> {}", dtype_name(p.from), dtype_name(p.to));
   return fmt::format("[{:>{}}/{}] {} {} | {:.1f}/{:.1f} MiB | {}, {}", p.index, width, p.count,
-                     p.name ? *p.name : std::string(), types, mib(p.bytes_done), mib(p.bytes_total),
+                     p.name, types, mib(p.bytes_done), mib(p.bytes_total),
                      format_duration(p.elapsed_s), eta);
 }
 
