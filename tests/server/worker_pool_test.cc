@@ -35,8 +35,8 @@ TEST(WorkerPool, MostRecentlyIdleThreadTakesTheNextJob) {
           0));
     started.wait();
     release.count_down();
+    wait_all_idle(pool);  // the workers are done with the latches before they go out of scope
   }
-  wait_all_idle(pool);
   ASSERT_EQ(pool.threads_started(), 4);
   std::mutex mu;
   std::set<std::thread::id> ids;
