@@ -19,6 +19,7 @@
 #include "kvasir/quant/quant_mixture.h"
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
+#include "kvasir/util/splitmix64.h"
 
 namespace kvasir::quant_fixtures {
 
@@ -257,19 +258,7 @@ inline MixtureModel mixture_model_of(const FixtureModel& m) {
           .n_expert = m.n_expert};
 }
 
-// splitmix64, uniform in [-1, 1).
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform() {
-    return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0);
-  }
-};
+using Rng = SplitMix64;  // uniform in [-1, 1)
 
 // Writes the model with seeded weights: matrices ~ U(-1,1) / sqrt(cols) with a few larger
 // outliers (so the importance-aware searches have something to do), norms around 1.

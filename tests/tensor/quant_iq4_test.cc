@@ -12,29 +12,13 @@
 
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
+#include "tensor/quant_roundtrip.h"
 
 namespace kvasir {
 namespace {
 
-std::vector<float> gaussian(uint64_t seed, size_t n, float sigma) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> x(n);
-  for (auto& v : x) v = nd(rng);
-  return x;
-}
-
-std::vector<float> roundtrip(DType t, const std::vector<float>& x, int64_t cols,
-                             const float* importance) {
-  const int64_t rows = static_cast<int64_t>(x.size()) / cols;
-  const size_t rb = row_bytes(t, cols);
-  std::vector<uint8_t> q(rb * static_cast<size_t>(rows));
-  quantize_rows(t, x.data(), q.data(), rows, cols, importance);
-  std::vector<float> y(x.size());
-  for (int64_t r = 0; r < rows; ++r)
-    dequantize_row(t, q.data() + static_cast<size_t>(r) * rb, y.data() + r * cols, cols);
-  return y;
-}
+using test::gaussian;
+using test::roundtrip;
 
 TEST(IQ4, TableAndLayoutsMatchGgml) {
   const int8_t ggml[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -103,7 +87,7 @@ TEST(IQ4, AllZeroBlocks) {
   EXPECT_EQ(xs.scales_h, 0xaaaa);  // ls = 32 for every group
   for (uint8_t s : xs.scales_l) EXPECT_EQ(s, 0);
   for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
-    const auto y = roundtrip(t, x, 256, nullptr);
+    const auto y = roundtrip(t, x, static_cast<int64_t>(x.size()) / 256, 256, nullptr);
     for (float v : y) EXPECT_EQ(v, 0.0f);
   }
 }
@@ -119,7 +103,7 @@ TEST(IQ4, RoundTripErrorBounds) {
     for (const float* imp :
          {static_cast<const float*>(nullptr), static_cast<const float*>(w.data())}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + (imp ? " weighted" : " plain"));
-      const auto y = roundtrip(t, x, cols, imp);
+      const auto y = roundtrip(t, x, static_cast<int64_t>(x.size()) / cols, cols, imp);
       double err = 0.0;
       double sum = 0.0;
       for (size_t i = 0; i < x.size(); ++i) {
@@ -145,14 +129,16 @@ TEST(IQ4, ImportanceChangesTheFitAndNonFiniteDoesNotCrash) {
   std::vector<float> w(512);
   for (size_t i = 0; i < w.size(); ++i) w[i] = i % 3 == 0 ? 0.0f : 2.0f;
   for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
-    EXPECT_NE(roundtrip(t, x, 512, nullptr), roundtrip(t, x, 512, w.data()));
+    EXPECT_NE(roundtrip(t, x, static_cast<int64_t>(x.size()) / 512, 512, nullptr),
+              roundtrip(t, x, static_cast<int64_t>(x.size()) / 512, 512, w.data()));
   }
   x[5] = std::numeric_limits<float>::quiet_NaN();
   x[300] = std::numeric_limits<float>::infinity();
   x[301] = -3e38f;
   for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
-    EXPECT_EQ(roundtrip(t, x, 512, nullptr).size(), x.size());
-    EXPECT_EQ(roundtrip(t, x, 512, w.data()).size(), x.size());
+    EXPECT_EQ(roundtrip(t, x, static_cast<int64_t>(x.size()) / 512, 512, nullptr).size(), x.size());
+    EXPECT_EQ(roundtrip(t, x, static_cast<int64_t>(x.size()) / 512, 512, w.data()).size(),
+              x.size());
   }
 }
 

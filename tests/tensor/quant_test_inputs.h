@@ -7,19 +7,14 @@
 #include <cstdint>
 #include <vector>
 
-namespace kvasir::test {
+#include "kvasir/util/splitmix64.h"
 
-inline uint64_t splitmix64(uint64_t& s) {
-  s += 0x9e3779b97f4a7c15ull;
-  uint64_t z = s;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+namespace kvasir::test {
 
 // Uniform in [-1, 1) on a 2^-23 grid (exact).
 inline float uniform_pm1(uint64_t& s) {
-  return static_cast<float>(static_cast<int32_t>(splitmix64(s) >> 40)) * (1.0f / 8388608.0f) - 1.0f;
+  return static_cast<float>(static_cast<int32_t>(splitmix64_next(s) >> 40)) * (1.0f / 8388608.0f) -
+         1.0f;
 }
 
 // Row r of `cols` values, from a stream seeded with seed * 1000003 + r. Kinds by r % 8:

@@ -7,25 +7,13 @@
 #include "kvasir/format/gguf.h"
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
+#include "kvasir/util/splitmix64.h"
 
 namespace kvasir {
 
 namespace {
 
-// splitmix64: tiny, fast and identical everywhere, so a seed names the same model on any machine.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-1, 1).
-  float uniform() {
-    return static_cast<float>(static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0);
-  }
-};
+using Rng = SplitMix64;
 
 }  // namespace
 
@@ -81,8 +69,7 @@ void write_synthetic_model(const SynthSpec& sp, const std::string& path) {
     gguf::GGUFFile vf(sp.vocab_from);
     for (const auto& [k, v] : vf.metadata()) {
       if (k.rfind("tokenizer.", 0) != 0) continue;
-      if (k == "tokenizer.ggml.tokens" &&
-          static_cast<int64_t>(v.as_array().items.size()) != sp.n_vocab)
+      if (k == "tokenizer.ggml.tokens" && static_cast<int64_t>(v.as_array().items.size()) != sp.n_vocab)
         fail("synth: vocabulary {} has {} tokens but the shape needs {}", sp.vocab_from,
              v.as_array().items.size(), sp.n_vocab);
       w.set(k, v);

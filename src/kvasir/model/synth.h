@@ -24,7 +24,7 @@ struct SynthSpec {
   int ctx = 2048;
   float rope_base = 10000.0f;
   bool tied_output = false;
-  DType dtype = DType::F32;           // matrices (norms and biases stay F32)
+  DType dtype = DType::F32;         // matrices (norms and biases stay F32)
   std::optional<DType> output_dtype;  // defaults to dtype
   uint64_t seed = 1;
   std::string vocab_from;  // optional vocab GGUF whose tokenizer.* keys are copied

@@ -90,39 +90,19 @@ float* ThreadScratch(size_t n) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #define KVASIR_ATTN_X86 1
 using V8 = __m256;
-HWY_INLINE V8 Zero8() {
-  return _mm256_setzero_ps();
-}
-HWY_INLINE V8 Set8(float f) {
-  return _mm256_set1_ps(f);
-}
-HWY_INLINE V8 Load8(const float* p) {
-  return _mm256_loadu_ps(p);
-}
+HWY_INLINE V8 Zero8() { return _mm256_setzero_ps(); }
+HWY_INLINE V8 Set8(float f) { return _mm256_set1_ps(f); }
+HWY_INLINE V8 Load8(const float* p) { return _mm256_loadu_ps(p); }
 HWY_INLINE V8 Load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-HWY_INLINE void Store8(V8 v, float* p) {
-  _mm256_storeu_ps(p, v);
-}
-HWY_INLINE V8 Fma8(V8 a, V8 b, V8 c) {
-  return _mm256_fmadd_ps(a, b, c);
-}
-HWY_INLINE V8 Mul8(V8 a, V8 b) {
-  return _mm256_mul_ps(a, b);
-}
-HWY_INLINE V8 Add8(V8 a, V8 b) {
-  return _mm256_add_ps(a, b);
-}
-HWY_INLINE V8 Sub8(V8 a, V8 b) {
-  return _mm256_sub_ps(a, b);
-}
-HWY_INLINE float Lane0(V8 v) {
-  return _mm256_cvtss_f32(v);
-}
-HWY_INLINE V8 Max8(V8 a, V8 b) {
-  return _mm256_max_ps(a, b);
-}
+HWY_INLINE void Store8(V8 v, float* p) { _mm256_storeu_ps(p, v); }
+HWY_INLINE V8 Fma8(V8 a, V8 b, V8 c) { return _mm256_fmadd_ps(a, b, c); }
+HWY_INLINE V8 Mul8(V8 a, V8 b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE V8 Add8(V8 a, V8 b) { return _mm256_add_ps(a, b); }
+HWY_INLINE V8 Sub8(V8 a, V8 b) { return _mm256_sub_ps(a, b); }
+HWY_INLINE float Lane0(V8 v) { return _mm256_cvtss_f32(v); }
+HWY_INLINE V8 Max8(V8 a, V8 b) { return _mm256_max_ps(a, b); }
 HWY_INLINE V8 Exp8(V8 v) {
   const hn::FixedTag<float, 8> d;
   hn::Vec<decltype(d)> x;
@@ -163,9 +143,7 @@ HWY_INLINE V8 KeepFirst8(V8 v, int n) {
 struct V8 {
   float v[8];
 };
-HWY_INLINE V8 Zero8() {
-  return V8{};
-}
+HWY_INLINE V8 Zero8() { return V8{}; }
 HWY_INLINE V8 Set8(float f) {
   V8 r;
   for (float& x : r.v) x = f;
@@ -206,9 +184,7 @@ HWY_INLINE V8 Sub8(V8 a, V8 b) {
   for (int i = 0; i < 8; ++i) r.v[i] = a.v[i] - b.v[i];
   return r;
 }
-HWY_INLINE float Lane0(V8 v) {
-  return v.v[0];
-}
+HWY_INLINE float Lane0(V8 v) { return v.v[0]; }
 HWY_INLINE V8 Max8(V8 a, V8 b) {
   V8 r;
   for (int i = 0; i < 8; ++i) r.v[i] = std::max(a.v[i], b.v[i]);

@@ -145,8 +145,9 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   const size_t pb = j.w->panel_bytes();
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   constexpr size_t kStep = kP * L::kBytes;
   const float* const x_end = x + cols * T;
   for (; x != x_end; x += T, w += kStep) {
@@ -161,8 +162,9 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 template <DType WT>
@@ -204,8 +206,9 @@ struct U4Dots {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     __m256i s16[R][T];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
     // Per group: the T activation broadcasts first, then each panel's codes are loaded (L1 after
     // the first half), unpacked and used for all T tokens: R*T + R*T + T + 3 live registers.
     KVASIR_UNROLL
@@ -255,14 +258,16 @@ struct U5Dots {
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
     KVASIR_UNROLL
     for (int half = 0; half < 2; ++half) {
       __m256i s16[R][T];
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
       KVASIR_UNROLL
       for (int v = 0; v < 4; ++v) {
         __m256i yb[T];
@@ -286,9 +291,10 @@ struct U5Dots {
         }
       }
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) KVASIR_UNROLL
-      for (int i = 0; i < T; ++i)
-        isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i)
+          isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
     }
   }
 };
@@ -300,8 +306,9 @@ struct Q8Dots {
                                int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
     const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
       __m256i yb[T];
@@ -309,8 +316,8 @@ struct Q8Dots {
       for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const __m256i wv =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + g * 32));
+        const __m256i wv = _mm256_load_si256(
+            reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + g * 32));
         const __m256i wa = _mm256_sign_epi8(wv, wv);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
@@ -340,8 +347,9 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   }
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i isum[R][T];
     Dots::template Block<R, T>(codes, xq, xsum, nb, b, isum);
@@ -354,8 +362,9 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 template <class Dots>
@@ -391,8 +400,9 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   }
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   for (int64_t s = 0; s < ns; ++s) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
@@ -427,8 +437,9 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 // Q6_K: per 32-column block b (sub-block sub of super-block s) and half h (columns 16h ..
@@ -456,8 +467,9 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   }
   __m256 acc[R][T];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -466,18 +478,21 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
       const int64_t b = s * 8 + sub;
       __m256i isum[2][R][T];
       KVASIR_UNROLL
-      for (int h = 0; h < 2; ++h) KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h)
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r)
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_setzero_si256();
       KVASIR_UNROLL
       for (int h = 0; h < 2; ++h) {  // half: low nibbles (columns 0-15), high (16-31)
         KVASIR_UNROLL
         for (int vp = 0; vp < 2; ++vp) {  // code vectors vp and vp + 2 share a top-bits vector
           __m256i yb[2][T];
           KVASIR_UNROLL
-          for (int k = 0; k < 2; ++k) KVASIR_UNROLL
-          for (int i = 0; i < T; ++i)
-            yb[k][i] = Bcast4(xq[i * nb + b].qs + h * 16 + (vp + 2 * k) * 4);
+          for (int k = 0; k < 2; ++k)
+            KVASIR_UNROLL
+            for (int i = 0; i < T; ++i)
+              yb[k][i] = Bcast4(xq[i * nb + b].qs + h * 16 + (vp + 2 * k) * 4);
           KVASIR_UNROLL
           for (int r = 0; r < R; ++r) {
             const uint8_t* c = codes[r] + b * static_cast<int64_t>(cb);
@@ -530,8 +545,9 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
     }
   }
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
 
 struct Q6KKernel {
