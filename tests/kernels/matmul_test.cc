@@ -341,9 +341,11 @@ TEST(Activations, QuantizationMatchesReferenceQuantizer) {
     ASSERT_EQ(std::memcmp(a.q8(), ref.data(), ref.size() * sizeof(BlockQ8_0)), 0) << target;
     for (size_t b = 0; b < ref.size(); ++b) {
       ASSERT_EQ(a.q8_scales()[b], fp16_to_fp32(ref[b].d));
-      int32_t sum = 0;
+      int32_t sum = 0, lo = 0;
       for (int j = 0; j < 32; ++j) sum += ref[b].qs[j];
+      for (int j = 0; j < 16; ++j) lo += ref[b].qs[j];
       ASSERT_EQ(a.q8_sums()[b], sum) << "block " << b;
+      ASSERT_EQ(a.q8_sums_lo()[b], lo) << "block " << b;
     }
     EXPECT_EQ(a.n_tokens(), n);
     EXPECT_EQ(a.prepared_for(), DType::Q4_0);

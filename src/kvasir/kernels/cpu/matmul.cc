@@ -122,12 +122,7 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
   int32_t* sums = q8_sum_.data();
   int32_t* sums_lo = q8_sum_lo_.data();
   auto run = [&](int64_t b0, int64_t b1) {
-    matmul_detail::quantize_q8_0_blocks(x, q, s, sums, b0, b1);
-    for (int64_t b = b0; b < b1; ++b) {
-      int32_t lo = 0;
-      for (int j = 0; j < kQK8_0 / 2; ++j) lo += q[b].qs[j];
-      sums_lo[b] = lo;
-    }
+    matmul_detail::quantize_q8_0_blocks(x, q, s, sums, sums_lo, b0, b1);
   };
   if (pool.size() == 1 || nb < kMinParallelBlocks) {
     run(0, nb);

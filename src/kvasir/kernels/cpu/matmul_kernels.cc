@@ -105,6 +105,32 @@ inline void Store(__m256 v, const Job& j, int64_t p, int64_t t) {
   }
 }
 
+// The R x T accumulators of a tile: zeroed, and stored to y (rows that exist only).
+template <int R, int T>
+HWY_INLINE void ZeroAcc(__m256 (&acc)[R][T]) {
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+}
+template <int R, int T>
+HWY_INLINE void StoreAcc(const __m256 (&acc)[R][T], const Job& j, int64_t p, int64_t t) {
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+}
+// Panels p .. p+R-1 of a quantized matrix: each panel's codes and its scales (or meta) area.
+template <int R>
+HWY_INLINE void PanelPointers(const PackedMatrix& W, int64_t p, const uint8_t* (&codes)[R],
+                              const uint8_t* (&scales)[R]) {
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) {
+    codes[r] = W.panel(p + r);
+    scales[r] = codes[r] + W.scales_offset();
+  }
+}
+
 // ---- float-family weights -----------------------------------------------------------------------
 
 template <DType WT>
@@ -144,10 +170,7 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   const uint8_t* w = j.w->panel(p);
   const size_t pb = j.w->panel_bytes();
   __m256 acc[R][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  ZeroAcc(acc);
   constexpr size_t kStep = kP * L::kBytes;
   const float* const x_end = x + cols * T;
   for (; x != x_end; x += T, w += kStep) {
@@ -161,10 +184,7 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
       for (int r = 0; r < R; ++r) acc[r][i] = _mm256_fmadd_ps(wv[r], xb, acc[r][i]);
     }
   }
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  StoreAcc(acc, j, p, t);
 }
 
 template <DType WT>
@@ -340,16 +360,9 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   const int32_t* xsum = j.x->q8_sums() + t * nb;
   const uint8_t* codes[R];
   const uint8_t* scales[R];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) {
-    codes[r] = W.panel(p + r);
-    scales[r] = codes[r] + W.scales_offset();
-  }
+  PanelPointers(W, p, codes, scales);
   __m256 acc[R][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  ZeroAcc(acc);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i isum[R][T];
     Dots::template Block<R, T>(codes, xq, xsum, nb, b, isum);
@@ -361,10 +374,7 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
       for (int i = 0; i < T; ++i) acc[r][i] = BlockFma(dw, xs + i * nb + b, isum[r][i], acc[r][i]);
     }
   }
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  StoreAcc(acc, j, p, t);
 }
 
 template <class Dots>
@@ -393,16 +403,9 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const int32_t* xsum = j.x->q8_sums() + t * nb;
   const uint8_t* codes[R];
   const uint8_t* meta[R];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) {
-    codes[r] = W.panel(p + r);
-    meta[r] = codes[r] + W.scales_offset();
-  }
+  PanelPointers(W, p, codes, meta);
   __m256 acc[R][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  ZeroAcc(acc);
   for (int64_t s = 0; s < ns; ++s) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
@@ -436,10 +439,7 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
       }
     }
   }
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  StoreAcc(acc, j, p, t);
 }
 
 // Q6_K: per 32-column block b (sub-block sub of super-block s) and half h (columns 16h ..
@@ -460,16 +460,9 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
   const uint8_t* codes[R];
   const uint8_t* meta[R];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) {
-    codes[r] = W.panel(p + r);
-    meta[r] = codes[r] + W.scales_offset();
-  }
+  PanelPointers(W, p, codes, meta);
   __m256 acc[R][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm256_setzero_ps();
+  ZeroAcc(acc);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -544,10 +537,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
       }
     }
   }
-  KVASIR_UNROLL
-  for (int r = 0; r < R; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
+  StoreAcc(acc, j, p, t);
 }
 
 struct Q6KKernel {
@@ -795,8 +785,8 @@ void InterleaveTokens(const float* x, int64_t T, int64_t cols, float* out) {
 // ------------------------------------------------------------------------------------------------
 // Activation quantization, bit-identical to kvasir::quantize_block_q8_0 for finite input.
 
-void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
-                      int64_t b1) {
+void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                      int32_t* sums_lo, int64_t b0, int64_t b1) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -829,8 +819,15 @@ void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums
       const auto ri = hn::ConvertTo(di, r);
       isum = hn::Add(isum, ri);
       hn::StoreU(hn::DemoteTo(d8, ri), d8, q[b].qs + j);
+      // The first half's sum (Q6_K's 16-column sub-blocks): the vector width divides 16 here.
+      if (j + N == kBlock / 2) sums_lo[b] = hn::GetLane(hn::SumOfLanes(di, isum));
     }
     sums[b] = hn::GetLane(hn::SumOfLanes(di, isum));
+    if (N > kBlock / 2) {  // vectors wider than half a block (none of the targets built today)
+      int32_t lo = 0;
+      for (int64_t k = 0; k < kBlock / 2; ++k) lo += q[b].qs[k];
+      sums_lo[b] = lo;
+    }
   }
 }
 
@@ -854,9 +851,9 @@ void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_
   HWY_DYNAMIC_DISPATCH(MatmulPanels)(w, x, y, p0, p1);
 }
 
-void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
-                          int64_t b1) {
-  HWY_DYNAMIC_DISPATCH(QuantizeQ8Blocks)(x, q, scales, sums, b0, b1);
+void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                          int32_t* sums_lo, int64_t b0, int64_t b1) {
+  HWY_DYNAMIC_DISPATCH(QuantizeQ8Blocks)(x, q, scales, sums, sums_lo, b0, b1);
 }
 
 void interleave_tokens(const float* x, int64_t T, int64_t cols, float* out) {

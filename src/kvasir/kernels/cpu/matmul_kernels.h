@@ -16,9 +16,9 @@ void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_
 
 // Quantizes 32-float blocks [b0, b1) of x to Q8_0 exactly as kvasir::quantize_block_q8_0 does,
 // also storing each block's scale as a float (scales[b] == fp16_to_fp32(q[b].d)) and the sum of
-// its 32 codes (sums[b]).
-void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums, int64_t b0,
-                          int64_t b1);
+// its 32 codes (sums[b]) and of its first 16 (sums_lo[b]).
+void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                          int32_t* sums_lo, int64_t b0, int64_t b1);
 
 // out[k * T + i] = x[i * cols + k] for i < T (1 <= T <= kFloatTokenTile), k < cols: one token
 // tile of Activations::f32_tiles().
