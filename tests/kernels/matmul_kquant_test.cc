@@ -12,6 +12,7 @@
 #include "kvasir/kernels/cpu/matmul.h"
 #include "kvasir/tensor/quant_k.h"
 #include "kvasir/tensor/quantize.h"
+#include "kvasir/util/error.h"
 #include "matmul_test_util.h"
 #include "test_util/random.h"
 
@@ -289,6 +290,14 @@ TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
     ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
     EXPECT_EQ(packed_bytes(t, rows, cols), packed_bytes(DType::F16, rows, cols));
   }
+  // A value f16 cannot hold is refused at load, not computed as inf: Q4_1 with d = 65504 (the
+  // largest f16) and codes 15.
+  std::vector<uint8_t> big(20, 0xff);
+  const uint16_t dmax = 0x7bff, zero = 0;
+  std::memcpy(big.data(), &dmax, 2);
+  std::memcpy(big.data() + 2, &zero, 2);
+  ThreadPool one(1);
+  EXPECT_THROW(PackedMatrix(MatrixView{DType::Q4_1, 1, 32, big.data()}, one), Error);
   EXPECT_EQ(packed_type(DType::Q4_K), DType::Q4_K);
   EXPECT_EQ(packed_type(DType::Q6_K), DType::Q6_K);
   EXPECT_EQ(packed_type(DType::Q5_K), DType::Q5_K);

@@ -2,6 +2,7 @@
 #include "kvasir/kernels/cpu/packed_matrix.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -49,18 +50,20 @@ size_t meta_bytes(DType t, int64_t cols) {
   return static_cast<size_t>(cols / kQK8_0) * kPanelRows * 2;
 }
 
-void check_shape(DType t, int64_t rows, int64_t cols) {
-  if (!has_kernel(t)) {
+// `stored`: the file's type. Its row length must be whole blocks of its own block size (also
+// when it is packed as f16).
+void check_shape(DType stored, int64_t rows, int64_t cols) {
+  if (!has_kernel(stored) && !has_reference_quantizer(stored)) {
     fail(
-        "pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, and "
-        "through f16: q4_1, q5_0, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs)",
-        dtype_name(t));
+        "pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, q4_k, "
+        "q5_k, q6_k, and through f16: q4_1, q5_0, q5_1, q2_k, q3_k, iq4_nl, iq4_xs)",
+        dtype_name(stored));
   }
   if (rows < 0 || cols <= 0) fail("pack: invalid weight shape {} x {}", rows, cols);
-  const int bs = dtype_info(t).block_size;
+  const int bs = dtype_info(stored).block_size;
   if (cols % bs != 0) {
-    fail("pack: {} weight has {} columns, not a multiple of the block size {}", dtype_name(t), cols,
-         bs);
+    fail("pack: {} weight has {} columns, not a multiple of the block size {}",
+         dtype_name(stored), cols, bs);
   }
 }
 
@@ -77,10 +80,11 @@ size_t panel_bytes_of(DType t, int64_t cols) {
 // nibble, l < 32): row j of panel p goes into the Q4_0 code layout and the panel's meta area.
 // Q5_K is the same with a fifth bit per code (qh[32]: bit c of qh[l] is the top bit of element
 // 32c + l), stored after the nibbles as packed_matrix.h describes.
-void pack_q4_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size_t meta_offset,
-                   bool q5) {
-  const size_t block_bytes = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-  const size_t cb = q5 ? 160 : 128;
+void pack_q4_k_row(DType t, const uint8_t* row, int64_t cols, int j, uint8_t* panel,
+                   size_t meta_offset) {
+  const bool q5 = t == DType::Q5_K;
+  const size_t block_bytes = static_cast<size_t>(dtype_info(t).block_bytes);
+  const size_t cb = code_bytes(t);
   const int64_t ns = cols / kQK_K;
   for (int64_t s = 0; s < ns; ++s) {
     const uint8_t* blk = row + static_cast<size_t>(s) * block_bytes;
@@ -148,8 +152,14 @@ void pack_panel_via_f16(const MatrixView& w, int64_t p, uint8_t* dst, std::vecto
   half.resize(cols * kPanelRows);
   for (int64_t j = 0; j < n_rows; ++j) {
     dequantize_row(w.type, src + static_cast<size_t>(r0 + j) * rb, row.data(), w.cols);
-    for (size_t k = 0; k < cols; ++k)
+    for (size_t k = 0; k < cols; ++k) {
+      // f16's largest finite value: beyond it the interim path would compute with inf.
+      if (!(std::fabs(row[k]) <= 65504.0f))
+        fail("pack: {} weight row {} column {} is {}, which f16 (the interim compute type of {}) "
+             "cannot hold",
+             dtype_name(w.type), r0 + j, k, row[k], dtype_name(w.type));
       half[static_cast<size_t>(j) * cols + k] = fp32_to_fp16(row[k]);
+    }
   }
   transpose_panel<uint16_t>(reinterpret_cast<const uint8_t*>(half.data()), cols * 2, n_rows, w.cols,
                             dst);
@@ -210,8 +220,8 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   const size_t cb = code_bytes(w.type);
   if (w.type == DType::Q4_K || w.type == DType::Q5_K) {
     for (int64_t j = 0; j < n_rows; ++j)
-      pack_q4_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst,
-                    static_cast<size_t>(nb) * cb, w.type == DType::Q5_K);
+      pack_q4_k_row(w.type, src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j),
+                    dst, static_cast<size_t>(nb) * cb);
     return;  // padding rows: zero scales, so they produce exactly 0
   }
   if (w.type == DType::Q6_K) {
@@ -252,20 +262,15 @@ DType packed_type(DType stored) {
 }
 
 size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
-  if (packed_type(t) != t) {
-    if (cols % dtype_info(t).block_size != 0)
-      fail("pack: {} weight has {} columns, not a multiple of the block size {}", dtype_name(t),
-           cols, dtype_info(t).block_size);
-    t = packed_type(t);
-  }
   check_shape(t, rows, cols);
-  return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) * panel_bytes_of(t, cols);
+  return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) *
+         panel_bytes_of(packed_type(t), cols);
 }
 
 PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
     : DeviceMatrix(packed_type(w.type), w.rows, w.cols), stored_type_(w.type) {
   const DType t = type();
-  (void)packed_bytes(w.type, w.rows, w.cols);  // the shape checks
+  check_shape(w.type, w.rows, w.cols);
   if (w.rows > 0 && w.data == nullptr) fail("pack: weight matrix has no data");
   panel_bytes_ = panel_bytes_of(t, w.cols);
   block_code_bytes_ = code_bytes(t);
