@@ -101,6 +101,22 @@ void MatmulTinyllamaArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matmul)->Name("BM_MatmulTinyllama")->Apply(MatmulTinyllamaArgs);
 
+// Every GGUF weight format on TinyLlama's FFN down-projection shape (2048 x 5632): decode (1
+// token, from L3: 2-8 MB) and a 128-token prefill tile, per format (BM_MatmulCold below streams
+// each from DRAM).
+constexpr DType kEveryFormat[] = {DType::F16,  DType::Q8_0,   DType::Q4_0,   DType::Q4_1,
+                                  DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K,
+                                  DType::Q4_K, DType::Q5_K,   DType::Q6_K,   DType::IQ4_NL,
+                                  DType::IQ4_XS};
+void MatmulFormatArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "rows", "cols", "tokens"});
+  for (DType t : kEveryFormat) {
+    for (int64_t n : {1, 128}) b->Args({static_cast<int64_t>(t), 2048, 5632, n});
+  }
+  b->UseRealTime();
+}
+BENCHMARK(BM_Matmul)->Name("BM_MatmulFormats")->Apply(MatmulFormatArgs);
+
 // GEMV from DRAM: cycles through copies of the matrix totalling > 64 MiB (more than L3).
 void BM_MatmulCold(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
@@ -134,6 +150,11 @@ BENCHMARK(BM_MatmulCold)
     ->Args({static_cast<int64_t>(DType::Q4_0), 768, 768})
     ->Args({static_cast<int64_t>(DType::Q4_0), 4096, 768})
     ->Args({static_cast<int64_t>(DType::Q4_0), 768, 2048})
+    ->UseRealTime();
+BENCHMARK(BM_MatmulCold)->Name("BM_MatmulColdFormats")->ArgNames({"dtype", "rows", "cols"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (DType t : kEveryFormat) b->Args({static_cast<int64_t>(t), 2048, 5632});
+    })
     ->UseRealTime();
 
 // Prefill of a 512-token prompt through one 2048x2048 Q4_0 matrix: one GEMM versus 512 GEMVs.

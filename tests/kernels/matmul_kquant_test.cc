@@ -1,7 +1,6 @@
 // matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K, Q5_K and Q6_K kernels against matmul.h's
 // contract (bit for bit, every SIMD target, every tile and batch shape) and against the
-// double-precision dot of the dequantized weights; the formats packed through f16 (packed_matrix.h)
-// against the F16 kernel on the same values.
+// double-precision dot of the dequantized weights (the other formats: matmul_formats_test.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -270,39 +269,6 @@ TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
 }
 
 // Instantiated per SIMD target with the other PerTarget tests, in matmul_test.cc.
-
-// Formats without kernels of their own yet are dequantized at load and packed as F16: their
-// matmul must be exactly the F16 matmul of the same values rounded to f16.
-TEST(MatmulViaF16, EqualsTheF16MatmulOfTheDequantizedWeights) {
-  ThreadPool pool(2);
-  const int64_t rows = 19, cols = 512, n = 5;
-  const std::vector<float> x = random_normal(n * cols, 402);
-  for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
-                  DType::IQ4_XS}) {
-    SCOPED_TRACE(std::string(dtype_name(t)));
-    EXPECT_EQ(packed_type(t), DType::F16);
-    const Weights w = make_weights(t, rows, cols, 401);
-    std::vector<float> deq(static_cast<size_t>(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) dequantize_row(w.matrix(), r, deq.data() + r * cols);
-    const Weights h{DType::F16, rows, cols, quantize_tensor(DType::F16, deq.data(), rows, cols)};
-    const std::vector<float> got = run_matmul(w, x.data(), n, pool);
-    const std::vector<float> want = run_matmul(h, x.data(), n, pool);
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
-    EXPECT_EQ(packed_bytes(t, rows, cols), packed_bytes(DType::F16, rows, cols));
-  }
-  // A value f16 cannot hold is refused at load, not computed as inf: Q4_1 with d = 65504 (the
-  // largest f16) and codes 15.
-  std::vector<uint8_t> big(20, 0xff);
-  const uint16_t dmax = 0x7bff, zero = 0;
-  std::memcpy(big.data(), &dmax, 2);
-  std::memcpy(big.data() + 2, &zero, 2);
-  ThreadPool one(1);
-  EXPECT_THROW(PackedMatrix(MatrixView{DType::Q4_1, 1, 32, big.data()}, one), Error);
-  EXPECT_EQ(packed_type(DType::Q4_K), DType::Q4_K);
-  EXPECT_EQ(packed_type(DType::Q6_K), DType::Q6_K);
-  EXPECT_EQ(packed_type(DType::Q5_K), DType::Q5_K);
-  EXPECT_EQ(packed_type(DType::Q4_0), DType::Q4_0);
-}
 
 }  // namespace
 }  // namespace kvasir::cpu

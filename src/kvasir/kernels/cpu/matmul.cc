@@ -190,8 +190,23 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 bool uses_q8_activations(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

@@ -1,16 +1,16 @@
 // Matrix multiplication y = x · Wᵀ for every weight dtype, on the CPU.
 //
 // W is a weight matrix of `rows` output features by `cols` input features, in the dtype it was
-// stored in (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; other formats are converted at load,
-// packed_matrix.h). It is repacked once (PackedMatrix, packed_matrix.h) into panels of 8
+// stored in (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS). It is repacked once (PackedMatrix, packed_matrix.h) into panels of 8
 // interleaved rows, the layout the kernels stream. x holds n_tokens rows of `cols` floats; y
 // receives n_tokens rows of `rows` floats (y[t*rows + r] = dot(W[r], x[t])).
 //
 // n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill / batched-decode GEMM (tiles of up
 // to 8 panels x 6 tokens share weight loads and activation broadcasts; threads take chunks of
-// panels that stay in L2 while every token tile passes over them). For Q8_0/Q4_0/Q4_K/Q5_K/Q6_K
-// weights the activations are first quantized to Q8_0 blocks (once per input, see Activations) and
-// the dot products run in integers (AVX2 maddubs), as ggml does.
+// panels that stay in L2 while every token tile passes over them). For the quantized formats the
+// activations are first quantized to Q8_0 blocks (once per input, see Activations) and the dot
+// products run in integers (AVX2 maddubs), as ggml does.
 //
 // The arithmetic of one output element is fixed (this is the contract every path implements, the
 // scalar fallback included, so results are bit-identical across tiles, batches, threads and SIMD
@@ -28,6 +28,20 @@
 //                   ggml sub-block of scale sc_h): d_h = fp16(d) * sc_h (exact), i_h = sum over
 //                   the half of code * q_x - 32 * (sum of the half's q_x) (codes 0..63);
 //                   acc = fma(d_0 * d_x, float(i_0), acc); acc = fma(d_1 * d_x, float(i_1), acc).
+//   Q4_1, Q5_1:   acc = 0; per block: isum = sum of code * q_x (codes 0..15 / 0..31), xsum = sum
+//                   of q_x; acc = fma(fp16(d) * d_x, float(isum), acc);
+//                   acc = fma(fp16(m) * d_x, float(xsum), acc).
+//   Q5_0:         as Q4_0 with isum = sum of code * q_x - 16 * xsum (codes 0..31).
+//   IQ4_NL:       as Q4_0 with isum = sum of kIQ4NLValues[code] * q_x.
+//   IQ4_XS:       acc = 0; per 32-column block: d_b = fp16(d) * (ls - 32) (exact), isum as
+//                   IQ4_NL's; acc = fma(d_b * d_x, float(isum), acc).
+//   Q2_K:         acc = 0; per block and half h (16 columns, scale byte of sub-block 2 sub + h):
+//                   d_h = fp16(d) * sc_h, m_h = fp16(dmin) * m_h (exact), i_h = sum over the half
+//                   of code * q_x (codes 0..3), y_h = sum of the half's q_x;
+//                   acc = fma(d_h * d_x, float(i_h), acc); acc = fma(-(m_h * d_x), float(y_h),
+//                   acc); h = 0 then 1.
+//   Q3_K:         as Q6_K with codes 0..7, an offset of 4 instead of 32 and d_h = fp16(d) *
+//                   (sc_h - 32).
 // Batch invariance follows: y[t][r] depends only on W[r] and x[t].
 //
 // Threads split the output rows (in chunks that are a multiple of 16 rows: a cache line of y).

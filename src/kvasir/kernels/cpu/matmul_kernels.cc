@@ -11,6 +11,10 @@
 // which makes every row's result independent of the batch (and bit-identical to the scalar loop
 // that is the portable fallback, and to the test's reference).
 //
+// The other formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K) follow their
+// own lines of matmul.h's contract, with the same structure: exact integer sums per block (or
+// per 16-column half), then one FMA per scale (and per min).
+//
 // Why intrinsics inside Highway's dispatch: the integer dot products need AVX2's maddubs/madd
 // (absent from Highway 1.0.3), and the panel layout fixes the vector at 8 lanes of 32 bits, which
 // is exactly one AVX2 register (AVX-512 machines run the same 256-bit code with AVX-512VL). Other
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/quant_iq4.h"
 
 // Targets: AVX3 (AVX-512 servers), AVX2 and Highway's portable baseline (SCALAR or EMU128).
 #ifndef HWY_DISABLED_TARGETS
@@ -267,13 +272,16 @@ struct U4Dots {
 };
 using Q4Dots = U4Dots<8>;
 
-// Q5_K's codes (0..31: nibble | fifth bit << 4, block layout packed_matrix.h): maddubs pair sums
-// reach 2 * 31 * 127 = 7874, so one half's 4 groups (31496) fit int16 before madd widens them.
+// Q5_K's, Q5_0's and Q5_1's codes (0..31: nibble | fifth bit << 4, block layout
+// packed_matrix.h), minus kOffset: maddubs pair sums reach 2 * 31 * 127 = 7874, so one half's 4
+// groups (31496) fit int16 before madd widens them.
+template <int kOffset>
 struct U5Dots {
+  static constexpr int64_t kCodeBytes = 160;
   template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, int64_t nb,
-                               int64_t b, __m256i (&isum)[R][T]) {
-    constexpr int64_t kCodeBytes = 160;
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
+                               const int32_t* xsum, int64_t nb, int64_t b,
+                               __m256i (&isum)[R][T]) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -316,6 +324,108 @@ struct U5Dots {
         for (int i = 0; i < T; ++i)
           isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
     }
+    if constexpr (kOffset != 0) {
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) {
+        const __m256i off = _mm256_set1_epi32(kOffset * xsum[i * nb + b]);
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
+      }
+    }
+  }
+};
+
+// IQ4_NL's and IQ4_XS's codes index kIQ4NLValues (vpshufb looks the nibbles up in both 128-bit
+// lanes); the signed levels times the signed activation codes go through maddubs as |w| times
+// sign(y, w) (no level is 0). Pair sums reach 2 * 127 * 127 = 32258, so each group is widened
+// to int32 (madd) before the groups are added.
+struct IQ4Dots {
+  static constexpr size_t kCodeBytes = 128;
+  template <int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, const int32_t*,
+                               int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+    const __m256i ones = _mm256_set1_epi16(1);
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    KVASIR_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      KVASIR_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        __m256i yb[T];
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const __m256i raw = _mm256_load_si256(
+              reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + v * 32));
+          const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
+                                      : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+          const __m256i w = _mm256_shuffle_epi8(table, n);
+          const __m256i wa = _mm256_abs_epi8(w);
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i) {
+            const __m256i p16 = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(yb[i], w));
+            isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(p16, ones));
+          }
+        }
+      }
+    }
+  }
+};
+
+// Q2_K's and (kQ3) Q3_K's codes (2-bit planes, plus Q3_K's third bits; packed_matrix.h): per half
+// h of a 32-column block, isum[h] = the sum of code * y over its 16 columns. maddubs pair sums
+// reach 2 * 7 * 127 = 1778, so a half's 4 groups add up in int16.
+template <bool kQ3>
+struct CrumbDots {
+  static constexpr int64_t kCodeBytes = kQ3 ? 96 : 64;
+  template <int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, int64_t nb,
+                               int64_t b, __m256i (&isum)[2][R][T]) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i bit2 = _mm256_set1_epi8(4);
+    const __m256i ones = _mm256_set1_epi16(1);
+    KVASIR_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      __m256i s16[R][T];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+      KVASIR_UNROLL
+      for (int v = 0; v < 4; ++v) {
+        __m256i yb[T];
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + h * 16 + v * 4);
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* c = codes[r] + b * kCodeBytes;
+          const __m256i L = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
+          __m256i n = _mm256_and_si256(v == 0 ? L : _mm256_srli_epi16(L, v == 0 ? 0 : 2 * v), m3);
+          if constexpr (kQ3) {
+            // The third bit of this code (bit 2v + h of its byte) to bit 2.
+            const int bit = 2 * v + h;
+            const __m256i H = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 64));
+            const __m256i top = bit < 2   ? _mm256_slli_epi16(H, bit < 2 ? 2 - bit : 0)
+                                : bit > 2 ? _mm256_srli_epi16(H, bit > 2 ? bit - 2 : 0)
+                                          : H;
+            n = _mm256_or_si256(n, _mm256_and_si256(top, bit2));
+          }
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i)
+            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n, yb[i]));
+        }
+      }
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_madd_epi16(s16[r][i], ones);
+    }
   }
 };
 
@@ -351,7 +461,9 @@ struct Q8Dots {
 
 // Panels p .. p+R-1, tokens t .. t+T-1: per block, the exact integer dots, then
 // acc = fma(d_w * d_x, (float)isum, acc).
-template <class Dots, int R, int T>
+// Q4_1 and Q5_1 (kMin): then acc = fma(m_w * d_x, (float)xsum, acc) after each block's term;
+// their scales area holds per block the 8 rows' d, then their m.
+template <class Dots, bool kMin, int R, int T>
 HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   const PackedMatrix& W = *j.w;
   const int64_t nb = W.cols() / kQK8_0;
@@ -366,18 +478,29 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   for (int64_t b = 0; b < nb; ++b) {
     __m256i isum[R][T];
     Dots::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+    constexpr int64_t kStride = kMin ? 32 : 16;
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales[r] + b * 16)));
+      const uint8_t* sc = scales[r] + b * kStride;
+      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) acc[r][i] = BlockFma(dw, xs + i * nb + b, isum[r][i], acc[r][i]);
+      if constexpr (kMin) {
+        const __m256 mw =
+            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) {
+          acc[r][i] =
+              _mm256_fmadd_ps(_mm256_mul_ps(mw, _mm256_broadcast_ss(xs + i * nb + b)),
+                              _mm256_set1_ps(static_cast<float>(xsum[i * nb + b])), acc[r][i]);
+        }
+      }
     }
   }
   StoreAcc(acc, j, p, t);
 }
 
-template <class Dots>
+template <class Dots, bool kMin = false>
 struct QuantKernel {
   static constexpr int kMaxT = 4;
   // 16 registers: R x T float accumulators + R x T integer sums + R code vectors + T broadcasts;
@@ -385,7 +508,7 @@ struct QuantKernel {
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ<Dots, R, T>(j, p, t);
+    TileQ<Dots, kMin, R, T>(j, p, t);
   }
 };
 
@@ -411,7 +534,7 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
       const int64_t b = s * 8 + sub;
       __m256i isum[R][T];
       if constexpr (kQ5) {
-        U5Dots::template Block<R, T>(codes, xq, nb, b, isum);
+        U5Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
       } else {
         U4Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
       }
@@ -540,6 +663,129 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   StoreAcc(acc, j, p, t);
 }
 
+// IQ4_XS: per 32-column block b (group sub of super-block s), d_b = fp16(d) * (ls - 32) (exact:
+// 11 x 6 significant bits): acc = fma(d_b * d_x, (float)isum, acc).
+template <int R, int T>
+HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const int64_t ns = W.cols() / kQK_K;
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* meta[R];
+  PanelPointers(W, p, codes, meta);
+  __m256 acc[R][T];
+  ZeroAcc(acc);
+  for (int64_t s = 0; s < ns; ++s) {
+    for (int sub = 0; sub < 8; ++sub) {
+      const int64_t b = s * 8 + sub;
+      __m256i isum[R][T];
+      IQ4Dots::template Block<R, T>(codes, xq, nullptr, nb, b, isum);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* m = meta[r] + s * static_cast<int64_t>(kIQ4XSPanelMetaBytes);
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+        const __m256 db = _mm256_mul_ps(
+            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + sub * 8)))));
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) acc[r][i] = BlockFma(db, xs + i * nb + b, isum[r][i], acc[r][i]);
+      }
+    }
+  }
+  StoreAcc(acc, j, p, t);
+}
+
+struct IQ4XSKernel {
+  static constexpr int kMaxT = 4;
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileIQ4XS<R, T>(j, p, t);
+  }
+};
+
+// Q2_K and (kQ3) Q3_K: 16-column sub-blocks, two per 32-column block b (halves h = 0, 1 of
+// ggml's sub-blocks 2 sub + h), y_h = the sum of the half's activation codes:
+//   Q2_K: d_h = fp16(d) * sc_h, m_h = fp16(dmin) * m_h (exact);
+//         acc = fma(d_h * d_x, (float)i_h, acc); acc = fma(-(m_h * d_x), (float)y_h, acc).
+//   Q3_K: d_h = fp16(d) * (sc_h - 32) (exact); acc = fma(d_h * d_x, (float)(i_h - 4 y_h), acc).
+template <bool kQ3, int R, int T>
+HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
+  const PackedMatrix& W = *j.w;
+  const int64_t nb = W.cols() / kQK8_0;
+  const int64_t ns = W.cols() / kQK_K;
+  constexpr auto kMeta = static_cast<int64_t>(kQ3 ? kQ6KPanelMetaBytes : kQ2KPanelMetaBytes);
+  const BlockQ8_0* xq = j.x->q8() + t * nb;
+  const float* xs = j.x->q8_scales() + t * nb;
+  const int32_t* xsum = j.x->q8_sums() + t * nb;
+  const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
+  const uint8_t* codes[R];
+  const uint8_t* meta[R];
+  PanelPointers(W, p, codes, meta);
+  __m256 acc[R][T];
+  ZeroAcc(acc);
+  const __m256 neg = _mm256_set1_ps(-0.0f);
+  for (int64_t s = 0; s < ns; ++s) {
+    for (int sub = 0; sub < 8; ++sub) {
+      const int64_t b = s * 8 + sub;
+      __m256i isum[2][R][T];
+      CrumbDots<kQ3>::template Block<R, T>(codes, xq, nb, b, isum);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* m = meta[r] + s * kMeta;
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+        __m256 dh[2], mh[2];
+        KVASIR_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (kQ3) {
+            dh[h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                         reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + h) * 8)))));
+          } else {
+            const __m256i sb = _mm256_cvtepu8_epi32(
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + (2 * sub + h) * 8)));
+            const __m256 dmin =
+                _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m + 16)));
+            dh[h] = _mm256_mul_ps(
+                d, _mm256_cvtepi32_ps(_mm256_and_si256(sb, _mm256_set1_epi32(15))));
+            mh[h] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(sb, 4)));
+          }
+        }
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) {
+          const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
+          const int32_t y[2] = {xlo[i * nb + b], xsum[i * nb + b] - xlo[i * nb + b]};
+          KVASIR_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            if constexpr (kQ3) {
+              const __m256i ih = _mm256_sub_epi32(isum[h][r][i], _mm256_set1_epi32(4 * y[h]));
+              acc[r][i] =
+                  _mm256_fmadd_ps(_mm256_mul_ps(dh[h], dx), _mm256_cvtepi32_ps(ih), acc[r][i]);
+            } else {
+              acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(dh[h], dx),
+                                          _mm256_cvtepi32_ps(isum[h][r][i]), acc[r][i]);
+              acc[r][i] = _mm256_fmadd_ps(_mm256_xor_ps(_mm256_mul_ps(mh[h], dx), neg),
+                                          _mm256_set1_ps(static_cast<float>(y[h])), acc[r][i]);
+            }
+          }
+        }
+      }
+    }
+  }
+  StoreAcc(acc, j, p, t);
+}
+
+template <bool kQ3>
+struct K16Kernel {
+  static constexpr int kMaxT = 4;
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  template <int R, int T>
+  static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
+    TileK16<kQ3, R, T>(j, p, t);
+  }
+};
+
 struct Q6KKernel {
   static constexpr int kMaxT = 4;
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
@@ -610,6 +856,20 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
       return Panels<QuantKernel<Q8Dots>>(j, p0, p1);
     case DType::Q4_0:
       return Panels<QuantKernel<Q4Dots>>(j, p0, p1);
+    case DType::Q4_1:
+      return Panels<QuantKernel<U4Dots<0>, true>>(j, p0, p1);
+    case DType::Q5_0:
+      return Panels<QuantKernel<U5Dots<16>>>(j, p0, p1);
+    case DType::Q5_1:
+      return Panels<QuantKernel<U5Dots<0>, true>>(j, p0, p1);
+    case DType::IQ4_NL:
+      return Panels<QuantKernel<IQ4Dots>>(j, p0, p1);
+    case DType::IQ4_XS:
+      return Panels<IQ4XSKernel>(j, p0, p1);
+    case DType::Q2_K:
+      return Panels<K16Kernel<false>>(j, p0, p1);
+    case DType::Q3_K:
+      return Panels<K16Kernel<true>>(j, p0, p1);
     case DType::Q4_K:
       return Panels<Q4KKernel<false>>(j, p0, p1);
     case DType::Q5_K:
@@ -641,6 +901,91 @@ float WeightAt(DType t, const uint8_t* panel, int64_t k, int lane) {
   }
 }
 
+// The code of column c (0..31) of lane `lane` in a panel block of the nibble layout (with the
+// fifth-bit plane when `fifth`) or of the 2-bit layout (with the third-bit plane when `third`).
+int NibbleCode(const uint8_t* cb, int lane, int c, bool fifth) {
+  const int v = (c % 16) / 4, h = c / 16;
+  const uint8_t byte = cb[v * 32 + lane * 4 + c % 4];
+  int code = h == 0 ? (byte & 15) : (byte >> 4);
+  if (fifth) code |= ((cb[128 + lane * 4 + c % 4] >> (2 * v + h)) & 1) << 4;
+  return code;
+}
+int CrumbCode(const uint8_t* cb, int lane, int c, bool third) {
+  const int v = (c % 16) / 4, h = c / 16;
+  int code = (cb[h * 32 + lane * 4 + c % 4] >> (2 * v)) & 3;
+  if (third) code |= ((cb[64 + lane * 4 + c % 4] >> (2 * v + h)) & 1) << 2;
+  return code;
+}
+float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+
+// Block b of lane `lane`, token t, for Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K and Q3_K: acc after
+// matmul.h's terms of the block.
+float FormatBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64_t b, int lane,
+                  const Activations& x, int64_t t, float acc) {
+  const int64_t nb = w.cols() / kQK8_0;
+  const BlockQ8_0& xb = x.q8()[t * nb + b];
+  const float dx = x.q8_scales()[t * nb + b];
+  const int32_t xsum = x.q8_sums()[t * nb + b];
+  const int32_t yh[2] = {x.q8_sums_lo()[t * nb + b], xsum - x.q8_sums_lo()[t * nb + b]};
+  const uint8_t* cb = panel + b * static_cast<int64_t>(w.block_code_bytes());
+  const uint8_t* sc = panel + w.scales_offset();
+  int32_t isum = 0;
+  switch (type) {
+    case DType::Q4_1:
+    case DType::Q5_1: {
+      for (int c = 0; c < 32; ++c) isum += NibbleCode(cb, lane, c, type == DType::Q5_1) * xb.qs[c];
+      const uint8_t* s = sc + b * 32;
+      acc = std::fma(HalfAt(s + lane * 2) * dx, static_cast<float>(isum), acc);
+      return std::fma(HalfAt(s + 16 + lane * 2) * dx, static_cast<float>(xsum), acc);
+    }
+    case DType::Q5_0:
+      for (int c = 0; c < 32; ++c) isum += NibbleCode(cb, lane, c, true) * xb.qs[c];
+      return std::fma(HalfAt(sc + b * 16 + lane * 2) * dx, static_cast<float>(isum - 16 * xsum),
+                      acc);
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: {
+      for (int c = 0; c < 32; ++c) isum += kIQ4NLValues[NibbleCode(cb, lane, c, false)] * xb.qs[c];
+      float d;
+      if (type == DType::IQ4_NL) {
+        d = HalfAt(sc + b * 16 + lane * 2);
+      } else {
+        const uint8_t* m = sc + (b / 8) * static_cast<int64_t>(kIQ4XSPanelMetaBytes);
+        d = HalfAt(m + lane * 2) * static_cast<float>(static_cast<int8_t>(m[16 + (b % 8) * 8 + lane]));
+      }
+      return std::fma(d * dx, static_cast<float>(isum), acc);
+    }
+    case DType::Q2_K:
+    case DType::Q3_K: {
+      const bool q3 = type == DType::Q3_K;
+      int32_t ih[2] = {0, 0};
+      for (int c = 0; c < 32; ++c) ih[c / 16] += CrumbCode(cb, lane, c, q3) * xb.qs[c];
+      const int64_t g0 = 2 * (b % 8);
+      const uint8_t* m = sc + (b / 8) * static_cast<int64_t>(q3 ? kQ6KPanelMetaBytes
+                                                                 : kQ2KPanelMetaBytes);
+      for (int h = 0; h < 2; ++h) {
+        if (q3) {
+          const float dh =
+              HalfAt(m + lane * 2) * static_cast<float>(static_cast<int8_t>(m[16 + (g0 + h) * 8 + lane]));
+          acc = std::fma(dh * dx, static_cast<float>(ih[h] - 4 * yh[h]), acc);
+        } else {
+          const uint8_t byte = m[32 + (g0 + h) * 8 + lane];
+          const float dh = HalfAt(m + lane * 2) * static_cast<float>(byte & 15);
+          const float mh = HalfAt(m + 16 + lane * 2) * static_cast<float>(byte >> 4);
+          acc = std::fma(dh * dx, static_cast<float>(ih[h]), acc);
+          acc = std::fma(-(mh * dx), static_cast<float>(yh[h]), acc);
+        }
+      }
+      return acc;
+    }
+    default:
+      return acc;
+  }
+}
+
 void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1) {
   const Job j{&w, &x, y};
   const int64_t n = x.n_tokens();
@@ -662,6 +1007,11 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
             acc = std::fma(WeightAt(type, panel, k, lane), xt[k * T], acc);
         } else {
           for (int64_t b = 0; b < nb; ++b) {
+            if (type != DType::Q8_0 && type != DType::Q4_0 && type != DType::Q4_K &&
+                type != DType::Q5_K && type != DType::Q6_K) {
+              acc = FormatBlock(type, w, panel, b, lane, x, t, acc);
+              continue;
+            }
             const BlockQ8_0& xb = x.q8()[t * nb + b];
             int32_t isum = 0;
             if (type == DType::Q6_K) {

@@ -2,11 +2,11 @@
 #include "kvasir/kernels/cpu/packed_matrix.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kvasir/kernels/cpu/matmul.h"
+#include "kvasir/tensor/quant_iq4.h"
+#include "kvasir/tensor/quant_legacy.h"
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
 
@@ -30,33 +30,64 @@ size_t element_bytes(DType t) {
 
 // Codes bytes per block and panel (0 for float types).
 size_t code_bytes(DType t) {
-  if (t == DType::Q8_0) return 8 * 32;
-  if (t == DType::Q4_0 || t == DType::Q4_K) return 8 * 16;
-  if (t == DType::Q6_K) return 8 * 16 + 8 * 8;  // low nibbles, then the top 2 bits
-  if (t == DType::Q5_K) return 8 * 16 + 8 * 4;  // low nibbles, then the fifth bits
-  return 0;
+  switch (t) {
+    case DType::Q8_0:
+      return 8 * 32;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::IQ4_NL:
+    case DType::Q4_K:
+    case DType::IQ4_XS:
+      return 8 * 16;  // nibbles
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q5_K:
+      return 8 * 16 + 8 * 4;  // nibbles, then the fifth bits
+    case DType::Q6_K:
+      return 8 * 16 + 8 * 8;  // nibbles, then the top 2 bits
+    case DType::Q2_K:
+      return 8 * 8;  // 2-bit codes
+    case DType::Q3_K:
+      return 8 * 8 + 8 * 4;  // their low 2 bits, then the third bits
+    default:
+      return 0;
+  }
 }
 
 bool has_kernel(DType t) {
-  return is_float_family(t) || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K ||
-         t == DType::Q5_K || t == DType::Q6_K;
+  return is_float_family(t) || code_bytes(t) != 0;
 }
 
 // Bytes of scales per panel after the codes.
 size_t meta_bytes(DType t, int64_t cols) {
-  if (t == DType::Q4_K || t == DType::Q5_K)
-    return static_cast<size_t>(cols / kQK_K) * kQ4KPanelMetaBytes;
-  if (t == DType::Q6_K) return static_cast<size_t>(cols / kQK_K) * kQ6KPanelMetaBytes;
-  return static_cast<size_t>(cols / kQK8_0) * kPanelRows * 2;
+  const auto ns = static_cast<size_t>(cols / kQK_K);
+  const auto nb = static_cast<size_t>(cols / kQK8_0);
+  switch (t) {
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return ns * kQ4KPanelMetaBytes;
+    case DType::Q6_K:
+    case DType::Q3_K:
+      return ns * kQ6KPanelMetaBytes;
+    case DType::Q2_K:
+      return ns * kQ2KPanelMetaBytes;
+    case DType::IQ4_XS:
+      return ns * kIQ4XSPanelMetaBytes;
+    case DType::Q4_1:
+    case DType::Q5_1:
+      return nb * kPanelRows * 4;  // d, then m
+    default:
+      return nb * kPanelRows * 2;  // d
+  }
 }
 
 // `stored`: the file's type. Its row length must be whole blocks of its own block size (also
 // when it is packed as f16).
 void check_shape(DType stored, int64_t rows, int64_t cols) {
-  if (!has_kernel(stored) && !has_reference_quantizer(stored)) {
+  if (!has_kernel(stored)) {
     fail(
-        "pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, q4_k, "
-        "q5_k, q6_k, and through f16: q4_1, q5_0, q5_1, q2_k, q3_k, iq4_nl, iq4_xs)",
+        "pack: weight dtype {} is not supported (supported: f32, f16, bf16, q8_0, q4_0, q4_1, "
+        "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)",
         dtype_name(stored));
   }
   if (rows < 0 || cols <= 0) fail("pack: invalid weight shape {} x {}", rows, cols);
@@ -139,30 +170,125 @@ void transpose_panel(const uint8_t* src, size_t row_stride, int64_t n_rows, int6
     for (int64_t j = 0; j < n_rows; ++j) dst[k * kPanelRows + j] = rows[j][k];
 }
 
-// Panel p of a matrix stored in a format without kernels of its own: its rows dequantized (ggml's
-// formula, dequantize_row) and rounded to f16, in the F16 panel layout.
-void pack_panel_via_f16(const MatrixView& w, int64_t p, uint8_t* dst, std::vector<float>& row,
-                        std::vector<uint16_t>& half) {
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  const size_t rb = row_bytes(w.type, w.cols);
-  const int64_t r0 = p * kPanelRows;
-  const int64_t n_rows = std::min<int64_t>(kPanelRows, w.rows - r0);
-  const auto cols = static_cast<size_t>(w.cols);
-  row.resize(cols);
-  half.resize(cols * kPanelRows);
-  for (int64_t j = 0; j < n_rows; ++j) {
-    dequantize_row(w.type, src + static_cast<size_t>(r0 + j) * rb, row.data(), w.cols);
-    for (size_t k = 0; k < cols; ++k) {
-      // f16's largest finite value: beyond it the interim path would compute with inf.
-      if (!(std::fabs(row[k]) <= 65504.0f))
-        fail("pack: {} weight row {} column {} is {}, which f16 (the interim compute type of {}) "
-             "cannot hold",
-             dtype_name(w.type), r0 + j, k, row[k], dtype_name(w.type));
-      half[static_cast<size_t>(j) * cols + k] = fp32_to_fp16(row[k]);
+// One 32-column block of row j of a panel, from its codes c[0..31] (column order), in the nibble
+// layout of packed_matrix.h (the low 4 bits), plus the fifth-bit plane when `fifth`.
+void put_nibbles(const uint8_t* c, int j, uint8_t* codes, bool fifth) {
+  for (int v = 0; v < 4; ++v)
+    for (int i = 0; i < 4; ++i) {
+      const int e = 4 * v + i;
+      codes[v * 32 + j * 4 + i] = static_cast<uint8_t>((c[e] & 15) | (c[e + 16] & 15) << 4);
+      if (fifth) {
+        codes[128 + j * 4 + i] |= static_cast<uint8_t>(((c[e] >> 4) & 1) << (2 * v) |
+                                                       ((c[e + 16] >> 4) & 1) << (2 * v + 1));
+      }
     }
+}
+
+// The same block in the 2-bit layout (the low 2 bits of each code), plus the third-bit plane
+// when `third`.
+void put_crumbs(const uint8_t* c, int j, uint8_t* codes, bool third) {
+  for (int h = 0; h < 2; ++h)
+    for (int v = 0; v < 4; ++v)
+      for (int i = 0; i < 4; ++i) {
+        const int e = 16 * h + 4 * v + i;
+        codes[h * 32 + j * 4 + i] |= static_cast<uint8_t>((c[e] & 3) << (2 * v));
+        if (third) codes[64 + j * 4 + i] |= static_cast<uint8_t>(((c[e] >> 2) & 1) << (2 * v + h));
+      }
+}
+
+// A ggml 32-weight nibble group (byte l: weight l low, weight l + 16 high) as codes.
+void unpack_nibbles(const uint8_t* qs, uint8_t* c) {
+  for (int l = 0; l < 16; ++l) {
+    c[l] = qs[l] & 15;
+    c[l + 16] = qs[l] >> 4;
   }
-  transpose_panel<uint16_t>(reinterpret_cast<const uint8_t*>(half.data()), cols * 2, n_rows, w.cols,
-                            dst);
+}
+
+// Q4_1, Q5_0, Q5_1, IQ4_NL (one scale d, and for Q4_1/Q5_1 a min m, per 32-weight block): row j
+// of the panel. d (and m) go to the scales area: per block 8 fp16 d, then 8 fp16 m.
+void pack_block32_row(DType t, const uint8_t* row, int64_t cols, int j, uint8_t* panel,
+                      size_t scales_offset) {
+  const int64_t nb = cols / kQK8_0;
+  const size_t cb = code_bytes(t);
+  const bool has_min = t == DType::Q4_1 || t == DType::Q5_1;
+  const size_t stride = has_min ? kPanelRows * 4 : kPanelRows * 2;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t c[32];
+    uint16_t d, m = 0;
+    uint32_t qh = 0;
+    const uint8_t* qs;
+    if (t == DType::Q4_1) {
+      const auto* blk = reinterpret_cast<const BlockQ4_1*>(row) + b;
+      d = blk->d, m = blk->m, qs = blk->qs;
+    } else if (t == DType::Q5_0) {
+      const auto* blk = reinterpret_cast<const BlockQ5_0*>(row) + b;
+      d = blk->d, qs = blk->qs;
+      std::memcpy(&qh, blk->qh, 4);
+    } else if (t == DType::Q5_1) {
+      const auto* blk = reinterpret_cast<const BlockQ5_1*>(row) + b;
+      d = blk->d, m = blk->m, qs = blk->qs;
+      std::memcpy(&qh, blk->qh, 4);
+    } else {
+      const auto* blk = reinterpret_cast<const BlockIQ4_NL*>(row) + b;
+      d = blk->d, qs = blk->qs;
+    }
+    unpack_nibbles(qs, c);
+    for (int l = 0; l < 32; ++l) c[l] = static_cast<uint8_t>(c[l] | ((qh >> l) & 1) << 4);
+    put_nibbles(c, j, panel + static_cast<size_t>(b) * cb, cb == 160);
+    uint8_t* sc = panel + scales_offset + static_cast<size_t>(b) * stride;
+    std::memcpy(sc + j * 2, &d, 2);
+    if (has_min) std::memcpy(sc + kPanelRows * 2 + j * 2, &m, 2);
+  }
+}
+
+// IQ4_XS, Q2_K, Q3_K (256-weight super-blocks): row j of the panel, codes and the meta area
+// described in packed_matrix.h.
+void pack_superblock_row(DType t, const uint8_t* row, int64_t cols, int j, uint8_t* panel,
+                         size_t meta_offset) {
+  const int64_t ns = cols / kQK_K;
+  const size_t cb = code_bytes(t);
+  for (int64_t s = 0; s < ns; ++s) {
+    uint8_t c[kQK_K];
+    uint8_t* codes = panel + static_cast<size_t>(s * 8) * cb;
+    if (t == DType::IQ4_XS) {
+      const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(row) + s;
+      uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kIQ4XSPanelMetaBytes;
+      std::memcpy(meta + j * 2, &blk->d, 2);
+      for (int g = 0; g < 8; ++g) {
+        const int ls = ((blk->scales_l[g / 2] >> (4 * (g % 2))) & 0xf) |
+                       ((blk->scales_h >> (2 * g)) & 3) << 4;
+        meta[16 + g * kPanelRows + j] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+        unpack_nibbles(blk->qs + 16 * g, c + 32 * g);
+        put_nibbles(c + 32 * g, j, codes + static_cast<size_t>(g) * cb, false);
+      }
+      continue;
+    }
+    if (t == DType::Q2_K) {
+      const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + s;
+      uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ2KPanelMetaBytes;
+      std::memcpy(meta + j * 2, &blk->d, 2);
+      std::memcpy(meta + 16 + j * 2, &blk->dmin, 2);
+      for (int g = 0; g < 16; ++g) meta[32 + g * kPanelRows + j] = blk->scales[g];
+      for (int e = 0; e < kQK_K; ++e)  // weight 128h + 32k + l: bits 2k of qs[32h + l]
+        c[e] = (blk->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + s;
+      uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ6KPanelMetaBytes;
+      std::memcpy(meta + j * 2, &blk->d, 2);
+      for (int g = 0; g < 16; ++g) {
+        // ggml's 6-bit scale (stored + 32): low nibble, then the top two bits.
+        const int low = g < 8 ? (blk->scales[g] & 0xf) : (blk->scales[g - 8] >> 4);
+        const int sc = low | ((blk->scales[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
+        meta[16 + g * kPanelRows + j] = static_cast<uint8_t>(static_cast<int8_t>(sc - 32));
+      }
+      for (int e = 0; e < kQK_K; ++e) {  // as Q2_K, plus bit e / 32 of hmask[e % 32]
+        const int low = (blk->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        c[e] = static_cast<uint8_t>(low | ((blk->hmask[e % 32] >> (e / 32)) & 1) << 2);
+      }
+    }
+    for (int g = 0; g < 8; ++g)
+      put_crumbs(c + 32 * g, j, codes + static_cast<size_t>(g) * cb, t == DType::Q3_K);
+  }
 }
 
 // Q6_K (ggml block of 256: ql[128] low nibbles, qh[64] top 2 bits, int8 scales[16] per 16
@@ -230,6 +356,18 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
                     static_cast<size_t>(nb) * cb);
     return;  // padding rows: zero scales
   }
+  if (w.type == DType::IQ4_XS || w.type == DType::Q2_K || w.type == DType::Q3_K) {
+    for (int64_t j = 0; j < n_rows; ++j)
+      pack_superblock_row(w.type, src + static_cast<size_t>(r0 + j) * rb, w.cols,
+                          static_cast<int>(j), dst, static_cast<size_t>(nb) * cb);
+    return;  // padding rows: zero scales
+  }
+  if (w.type != DType::Q8_0 && w.type != DType::Q4_0) {
+    for (int64_t j = 0; j < n_rows; ++j)
+      pack_block32_row(w.type, src + static_cast<size_t>(r0 + j) * rb, w.cols,
+                       static_cast<int>(j), dst, static_cast<size_t>(nb) * cb);
+    return;  // padding rows: zero scales
+  }
   uint8_t* scales = dst + static_cast<size_t>(nb) * cb;
   for (int64_t j = 0; j < n_rows; ++j) {
     const uint8_t* row = src + static_cast<size_t>(r0 + j) * rb;
@@ -256,9 +394,7 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
 }  // namespace
 
 DType packed_type(DType stored) {
-  if (has_kernel(stored)) return stored;
-  if (has_reference_quantizer(stored)) return DType::F16;
-  return stored;  // unsupported: check_shape says so
+  return stored;  // every supported format has a kernel of its own
 }
 
 size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
@@ -280,18 +416,11 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
   if (!data_) fail("pack: cannot allocate {} bytes for a {} x {} matrix", bytes(), rows(), cols());
   uint8_t* base = data_.get();
   const size_t pb = panel_bytes_;
-  const bool via_f16 = t != w.type;
   pool.parallel_for(np, [&](int64_t p0, int64_t p1, int) {
-    std::vector<float> row;
-    std::vector<uint16_t> half;
     for (int64_t p = p0; p < p1; ++p) {
       uint8_t* dst = base + static_cast<size_t>(p) * pb;
       std::memset(dst, 0, pb);
-      if (via_f16) {
-        pack_panel_via_f16(w, p, dst, row, half);
-      } else {
-        pack_panel(w, p, dst);
-      }
+      pack_panel(w, p, dst);
     }
   });
 }

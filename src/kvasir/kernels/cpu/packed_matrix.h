@@ -31,12 +31,25 @@
 //     (bits 4-7), the top bits of its low-nibble code (2 bits) then of its high-nibble code.
 //     Then per super-block kQ6KPanelMetaBytes = 144 bytes: the 8 rows' fp16 d, then the int8
 //     scales sc[16 sub-blocks of 16 columns][8 rows]. w = d * sc * (code - 32).
-// The codes and scales are copied bit for bit: packing loses nothing.
-//
-// Formats without kernels of their own yet (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS) are
-// dequantized at load (ggml's formula) and packed as F16: type() is then F16 and stored_type()
-// the file's format. This is an interim path: correct (the f16 rounding, relative 2^-11, is far
-// below the formats' own error) but it streams 16 bits per weight instead of 2.6 .. 6.6.
+//   Q4_1, IQ4_NL: the codes (0..15) in the Q4_0 code layout; scales area per block: the 8 rows'
+//     fp16 d, then (Q4_1) the 8 rows' fp16 m. Q4_1: w = d * code + m; IQ4_NL: w = d *
+//     kIQ4NLValues[code].
+//   Q5_0, Q5_1: the codes (0..31) in the Q5_K code layout (160 bytes per block); scales as Q4_1
+//     (Q5_0: d only). Q5_0: w = d * (code - 16); Q5_1: w = d * code + m.
+//   IQ4_XS: codes as IQ4_NL; per super-block kIQ4XSPanelMetaBytes = 80 bytes: the 8 rows' fp16
+//     d, then int8 group scales ls - 32 [8 groups of 32 columns][8 rows].
+//     w = d * (ls - 32) * kIQ4NLValues[code].
+//   Q2_K: per 32-column block 64 bytes of 2-bit codes (0..3): bits 2v .. 2v+1 of byte 4j + i of
+//     vector h (h = 0, 1) hold row 8p + j's code of column 16h + 4v + i. Per super-block
+//     kQ2KPanelMetaBytes = 160 bytes: the 8 rows' fp16 d, their fp16 dmin, then ggml's scale
+//     bytes (sc low nibble, m high nibble) [16 sub-blocks of 16 columns][8 rows].
+//     w = d * sc * code - dmin * m.
+//   Q3_K: per block 96 bytes: the low 2 bits of the codes (0..7) as Q2_K's, then 32 bytes of
+//     third bits: bit 2v + h of byte 4j + i for the code of column 16h + 4v + i (as Q5_K's
+//     fifth bits). Per super-block kQ6KPanelMetaBytes = 144 bytes as Q6_K's: fp16 d, then the
+//     int8 scales sc - 32 [16][8]. w = d * (sc - 32) * (code - 4).
+// The codes and scales are copied bit for bit (Q3_K's and IQ4_XS's 6-bit scales and Q4_K's
+// sub-block scales unpacked to bytes): packing loses nothing.
 #pragma once
 
 #include <hwy/aligned_allocator.h>
@@ -54,6 +67,8 @@ namespace kvasir::cpu {
 constexpr int64_t kPanelRows = 8;
 constexpr size_t kQ4KPanelMetaBytes = 2 * kPanelRows * 2 + 2 * 8 * kPanelRows;
 constexpr size_t kQ6KPanelMetaBytes = kPanelRows * 2 + 16 * kPanelRows;
+constexpr size_t kQ2KPanelMetaBytes = 2 * kPanelRows * 2 + 16 * kPanelRows;
+constexpr size_t kIQ4XSPanelMetaBytes = kPanelRows * 2 + 8 * kPanelRows;
 
 // The CPU backend's DeviceMatrix (kernels/backend.h).
 class PackedMatrix final : public DeviceMatrix {
@@ -76,10 +91,11 @@ class PackedMatrix final : public DeviceMatrix {
   size_t bytes() const override { return static_cast<size_t>(n_panels()) * panel_bytes_; }
   bool empty() const { return data_ == nullptr; }
 
-  // Offset of the scales inside a quantized panel (after every block's codes): Q8_0/Q4_0 fp16
-  // scales, 8 per block; Q4_K the per-super-block meta area described above.
+  // Offset of the scales inside a quantized panel (after every block's codes): the per-block
+  // scales of the 32-weight formats, or the per-super-block meta area, as described above.
   size_t scales_offset() const { return scales_offset_; }
-  // Bytes of codes per block and panel: 256 (Q8_0), 128 (Q4_0, Q4_K), 160 (Q5_K) or 192 (Q6_K).
+  // Bytes of codes per 32-column block and panel: 256 (Q8_0), 128 (Q4_0, Q4_1, IQ4_NL, Q4_K,
+  // IQ4_XS), 160 (Q5_0, Q5_1, Q5_K), 192 (Q6_K), 64 (Q2_K) or 96 (Q3_K).
   size_t block_code_bytes() const { return block_code_bytes_; }
 
  private:
@@ -90,8 +106,8 @@ class PackedMatrix final : public DeviceMatrix {
   hwy::AlignedFreeUniquePtr<uint8_t[]> data_;
 };
 
-// The type a matrix stored as `stored` is packed and computed in (itself, or F16 for the formats
-// that go through f16; see above).
+// The type a matrix stored as `stored` is packed and computed in: today always itself (every
+// format has its own kernel), kept so that a format could be converted at load.
 DType packed_type(DType stored);
 
 // Bytes a packed copy of a rows x cols matrix of dtype t takes (for memory planning).
