@@ -29,6 +29,10 @@
 //     so each group is widened to int32 (madd) before the groups are added. A weight code of -128
 //     reads as unsigned 128 through sign(w, w); activation codes never reach -128.
 // Floating-point contraction is off for this file: the only fused multiply-adds are explicit.
+// Highway compiles AVX3_DL only on request (before any Highway header: it decides HWY_TARGETS).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -49,9 +53,10 @@
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/tensor/quant_iq4.h"
 
-// Targets: AVX3 (AVX-512 servers), AVX2 and Highway's portable baseline (SCALAR or EMU128).
+// Targets: AVX3_DL (AVX-512 with VNNI: Ice Lake and later, Zen 4), AVX3 (AVX-512), AVX2 and
+// Highway's portable baseline (SCALAR or EMU128).
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
 #endif
 
 #undef HWY_TARGET_INCLUDE
@@ -74,7 +79,7 @@ namespace kvasir::cpu::matmul_detail {
 namespace HWY_NAMESPACE {
 
 #undef KVASIR_MATMUL_X86
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define KVASIR_MATMUL_X86 1
 #else
 #define KVASIR_MATMUL_X86 0
@@ -206,6 +211,52 @@ struct FloatKernel {
   }
 };
 
+// ---- integer dot products ----------------------------------------------------------------------
+// On AVX-512 VNNI (the AVX3_DL target) vpdpbusd adds the four u8 x s8 products of each 32-bit lane
+// straight into int32; elsewhere maddubs makes int16 pair sums, which the formats below add in
+// int16 as far as their bounds allow and widen with madd. Both are exact (no pair sum saturates:
+// see each format's bound), so every target computes the same integer sums.
+
+#if HWY_TARGET == HWY_AVX3_DL
+// vpdpbusd in its EVEX (AVX512-VNNI + VL) encoding. Not the intrinsic: Highway's AVX3_DL target
+// string also enables AVX-VNNI, and GCC then emits the VEX form, which Zen 4 (AVX512-VNNI without
+// AVX-VNNI) faults on.
+HWY_INLINE __m256i Dpbusd(__m256i acc, __m256i u, __m256i s) {
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
+}
+// acc (int16 pair sums, or int32 on VNNI) += the products of u (unsigned) and s (signed).
+HWY_INLINE __m256i DotAcc(__m256i acc, __m256i u, __m256i s) {
+  return Dpbusd(acc, u, s);
+}
+// DotAcc's accumulator as int32 sums of each lane's products.
+HWY_INLINE __m256i DotWiden(__m256i acc) {
+  return acc;
+}
+// acc32 (int32) += the products of one or two groups whose pair sums may add up past int16.
+HWY_INLINE __m256i DotAcc32(__m256i acc32, __m256i u, __m256i s) {
+  return Dpbusd(acc32, u, s);
+}
+HWY_INLINE __m256i DotAcc32(__m256i acc32, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+  return Dpbusd(Dpbusd(acc32, u0, s0), u1, s1);
+}
+#else
+HWY_INLINE __m256i DotAcc(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+}
+HWY_INLINE __m256i DotWiden(__m256i acc) {
+  return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+}
+HWY_INLINE __m256i DotAcc32(__m256i acc32, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc32, DotWiden(_mm256_maddubs_epi16(u, s)));
+}
+// Two groups whose pair sums still add up within int16 (Q6_K: 2 * 16002).
+HWY_INLINE __m256i DotAcc32(__m256i acc32, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+  return _mm256_add_epi32(acc32, DotWiden(_mm256_add_epi16(_mm256_maddubs_epi16(u0, s0),
+                                                           _mm256_maddubs_epi16(u1, s1))));
+}
+#endif
+
 // ---- Q8_0 / Q4_0 weights ------------------------------------------------------------------------
 
 HWY_INLINE __m256i Bcast4(const int8_t* p) {
@@ -251,21 +302,19 @@ struct U4Dots {
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           KVASIR_UNROLL
           for (int i = 0; i < T; ++i)
-            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n, yb[i]));
+            s16[r][i] = DotAcc(s16[r][i], n, yb[i]);
         }
       }
     }
-    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
       if constexpr (kOffset != 0) {
         const __m256i off = _mm256_set1_epi32(kOffset * xsum[i * nb + b]);
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r)
-          isum[r][i] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][i], ones), off);
+        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(DotWiden(s16[r][i]), off);
       } else {
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_madd_epi16(s16[r][i], ones);
+        for (int r = 0; r < R; ++r) isum[r][i] = DotWiden(s16[r][i]);
       }
     }
   }
@@ -284,7 +333,6 @@ struct U5Dots {
                                __m256i (&isum)[R][T]) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
@@ -315,14 +363,13 @@ struct U5Dots {
           const __m256i n = _mm256_or_si256(low, _mm256_and_si256(top, bit4));
           KVASIR_UNROLL
           for (int i = 0; i < T; ++i)
-            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n, yb[i]));
+            s16[r][i] = DotAcc(s16[r][i], n, yb[i]);
         }
       }
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i)
-          isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(s16[r][i], ones));
+        for (int i = 0; i < T; ++i) isum[r][i] = _mm256_add_epi32(isum[r][i], DotWiden(s16[r][i]));
     }
     if constexpr (kOffset != 0) {
       KVASIR_UNROLL
@@ -347,7 +394,6 @@ struct IQ4Dots {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     const __m256i table = _mm256_broadcastsi128_si256(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
-    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
@@ -369,8 +415,7 @@ struct IQ4Dots {
           const __m256i wa = _mm256_abs_epi8(w);
           KVASIR_UNROLL
           for (int i = 0; i < T; ++i) {
-            const __m256i p16 = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(yb[i], w));
-            isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(p16, ones));
+            isum[r][i] = DotAcc32(isum[r][i], wa, _mm256_sign_epi8(yb[i], w));
           }
         }
       }
@@ -389,7 +434,6 @@ struct CrumbDots {
                                int64_t b, __m256i (&isum)[2][R][T]) {
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m256i bit2 = _mm256_set1_epi8(4);
-    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int h = 0; h < 2; ++h) {
       __m256i s16[R][T];
@@ -418,13 +462,13 @@ struct CrumbDots {
           }
           KVASIR_UNROLL
           for (int i = 0; i < T; ++i)
-            s16[r][i] = _mm256_add_epi16(s16[r][i], _mm256_maddubs_epi16(n, yb[i]));
+            s16[r][i] = DotAcc(s16[r][i], n, yb[i]);
         }
       }
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_madd_epi16(s16[r][i], ones);
+        for (int i = 0; i < T; ++i) isum[h][r][i] = DotWiden(s16[r][i]);
     }
   }
 };
@@ -434,7 +478,6 @@ struct Q8Dots {
   template <int R, int T>
   static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, const int32_t*,
                                int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
-    const __m256i ones = _mm256_set1_epi16(1);
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
@@ -451,8 +494,7 @@ struct Q8Dots {
         const __m256i wa = _mm256_sign_epi8(wv, wv);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
-          const __m256i p16 = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(yb[i], wv));
-          isum[r][i] = _mm256_add_epi32(isum[r][i], _mm256_madd_epi16(p16, ones));
+          isum[r][i] = DotAcc32(isum[r][i], wa, _mm256_sign_epi8(yb[i], wv));
         }
       }
     }
@@ -588,7 +630,6 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   ZeroAcc(acc);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t s = 0; s < ns; ++s) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
@@ -631,9 +672,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
             }
             KVASIR_UNROLL
             for (int i = 0; i < T; ++i) {
-              const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(n[0], yb[0][i]),
-                                                   _mm256_maddubs_epi16(n[1], yb[1][i]));
-              isum[h][r][i] = _mm256_add_epi32(isum[h][r][i], _mm256_madd_epi16(p16, ones));
+              isum[h][r][i] = DotAcc32(isum[h][r][i], n[0], yb[0][i], n[1], yb[1][i]);
             }
           }
         }
