@@ -225,7 +225,10 @@ TEST(LlamaCppGreedyFormats, LlamaTinyEveryFormatMatches) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, LlamaCppGreedy, ::testing::Values("f32", "f16", "q8_0", "q4_0"));
+// The 32-weight formats stories260K can hold (its 64-wide rows rule out the 256-weight k-quants).
+INSTANTIATE_TEST_SUITE_P(Types, LlamaCppGreedy,
+                         ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                           "iq4_nl"));
 
 }  // namespace
 }  // namespace kvasir
