@@ -157,6 +157,16 @@ BENCHMARK(BM_MatmulCold)->Name("BM_MatmulColdFormats")->ArgNames({"dtype", "rows
     })
     ->UseRealTime();
 
+// The formats of TinyLlama's Q4_K_M and Q6_K files on its other decode shapes (gate/up, q/o, the
+// output matrix), from DRAM.
+BENCHMARK(BM_MatmulCold)->Name("BM_MatmulColdKQuant")->ArgNames({"dtype", "rows", "cols"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (DType t : {DType::F16, DType::Q4_K, DType::Q6_K}) {
+        for (int64_t rows : {5632, 2048, 32000}) b->Args({static_cast<int64_t>(t), rows, 2048});
+      }
+    })
+    ->UseRealTime();
+
 // Prefill of a 512-token prompt through one 2048x2048 Q4_0 matrix: one GEMM versus 512 GEMVs.
 void BM_Prefill512(benchmark::State& state) {
   const bool as_gemvs = state.range(0) != 0;

@@ -1,6 +1,7 @@
-// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K, Q5_K and Q6_K kernels against matmul.h's
-// contract (bit for bit, every SIMD target, every tile and batch shape) and against the
-// double-precision dot of the dequantized weights (the other formats: matmul_formats_test.cc).
+// matmul on the GGUF formats beyond Q8_0/Q4_0: the Q4_K, Q5_K and Q6_K kernels (on Q8_K
+// activations) against matmul.h's contract (bit for bit, every SIMD target, every tile and batch
+// shape) and against the double-precision dot of the dequantized weights (the other formats:
+// matmul_formats_test.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,43 +50,44 @@ BlockQ4_K q4k_view(const BlockQ5_K& b) {
 }
 
 // matmul.h's Q4_K / Q5_K contract as a scalar loop over ggml's row layout (independent of the
-// packing).
+// packing), on Q8_K activations.
 std::vector<float> q4k_contract(const Weights& w, const std::vector<float>& x, int64_t n_tokens) {
-  const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
-  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
-  quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
+  const int64_t rows = w.rows, cols = w.cols, ns = cols / 256;
+  const SuperActivations xa = quantize_super(x, n_tokens, cols);
   std::vector<float> y(static_cast<size_t>(n_tokens * rows));
   const bool q5 = w.type == DType::Q5_K;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* rowp = w.bytes.data() + static_cast<size_t>(r) * row_bytes(w.type, cols);
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t s = 0; s < ns; ++s) {
         BlockQ4_K blk;
         const BlockQ5_K* b5 = nullptr;
         if (q5) {
-          b5 = reinterpret_cast<const BlockQ5_K*>(rowp) + b / 8;
+          b5 = reinterpret_cast<const BlockQ5_K*>(rowp) + s;
           blk = q4k_view(*b5);
         } else {
-          blk = reinterpret_cast<const BlockQ4_K*>(rowp)[b / 8];
+          blk = reinterpret_cast<const BlockQ4_K*>(rowp)[s];
         }
-        const int sub = static_cast<int>(b % 8);
-        int sc, m;
-        q4k_scale_min(blk, sub, &sc, &m);
-        const BlockQ8_0& xb = xq[t * nb + b];
-        int32_t isum = 0, xsum = 0;
-        for (int j = 0; j < 32; ++j) {
-          const int e = sub * 32 + j;
-          int code = q4k_code(blk, e);
-          if (q5) code |= ((b5->qh[e % 32] >> (e / 32)) & 1) << 4;
-          isum += code * xb.qs[j];
-          xsum += xb.qs[j];
+        int32_t total = 0, mins = 0;
+        for (int sub = 0; sub < 8; ++sub) {
+          int sc, m;
+          q4k_scale_min(blk, sub, &sc, &m);
+          int32_t isum = 0, xsum = 0;
+          for (int j = 0; j < 32; ++j) {
+            const int e = sub * 32 + j;
+            int code = q4k_code(blk, e);
+            if (q5) code |= ((b5->qh[e % 32] >> (e / 32)) & 1) << 4;
+            const int8_t q = xa.code(t, s * 256 + e);
+            isum += code * q;
+            xsum += q;
+          }
+          total += sc * isum;
+          mins += m * xsum;
         }
-        const float dx = fp16_to_fp32(xb.d);
-        const float db = fp16_to_fp32(blk.d) * static_cast<float>(sc);
-        const float mb = fp16_to_fp32(blk.dmin) * static_cast<float>(m);
-        acc = std::fma(db * dx, static_cast<float>(isum), acc);
-        acc = std::fma(-(mb * dx), static_cast<float>(xsum), acc);
+        const float dx = xa.scale(t, s * 256);
+        acc = std::fma(fp16_to_fp32(blk.d) * dx, static_cast<float>(total), acc);
+        acc = std::fma(-(fp16_to_fp32(blk.dmin) * dx), static_cast<float>(mins), acc);
       }
       y[t * rows + r] = acc;
     }
@@ -106,31 +108,29 @@ int q6k_code(const BlockQ6_K& b, int e) {
   return low | ((qh[l] >> (2 * quarter)) & 3) << 4;
 }
 
-// matmul.h's Q6_K contract as a scalar loop over ggml's row layout.
+// matmul.h's Q6_K contract as a scalar loop over ggml's row layout, on Q8_K activations.
 std::vector<float> q6k_contract(const Weights& w, const std::vector<float>& x, int64_t n_tokens) {
-  const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
-  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_tokens * nb));
-  quantize_row(DType::Q8_0, x.data(), xq.data(), n_tokens * cols);
+  const int64_t rows = w.rows, cols = w.cols, ns = cols / 256;
+  const SuperActivations xa = quantize_super(x, n_tokens, cols);
   std::vector<float> y(static_cast<size_t>(n_tokens * rows));
   for (int64_t r = 0; r < rows; ++r) {
     const auto* row = reinterpret_cast<const BlockQ6_K*>(
         w.bytes.data() + static_cast<size_t>(r) * row_bytes(w.type, cols));
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const BlockQ6_K& blk = row[b / 8];
-        const BlockQ8_0& xb = xq[t * nb + b];
-        const float dx = fp16_to_fp32(xb.d);
-        for (int h = 0; h < 2; ++h) {
-          const int e0 = static_cast<int>(b % 8) * 32 + 16 * h;
+      for (int64_t s = 0; s < ns; ++s) {
+        const BlockQ6_K& blk = row[s];
+        int32_t total = 0;
+        for (int g = 0; g < 16; ++g) {  // ggml's 16-column sub-blocks
           int32_t isum = 0, ysum = 0;
           for (int c = 0; c < 16; ++c) {
-            isum += q6k_code(blk, e0 + c) * xb.qs[16 * h + c];
-            ysum += xb.qs[16 * h + c];
+            const int8_t q = xa.code(t, s * 256 + 16 * g + c);
+            isum += q6k_code(blk, 16 * g + c) * q;
+            ysum += q;
           }
-          const float dd = fp16_to_fp32(blk.d) * static_cast<float>(blk.scales[e0 / 16]);
-          acc = std::fma(dd * dx, static_cast<float>(isum - 32 * ysum), acc);
+          total += blk.scales[g] * (isum - 32 * ysum);
         }
+        acc = std::fma(fp16_to_fp32(blk.d) * xa.scale(t, s * 256), static_cast<float>(total), acc);
       }
       y[t * rows + r] = acc;
     }
@@ -164,32 +164,33 @@ TEST_P(PerTarget, Q6KBitIdenticalToTheContractLoop) {
   check_contract(DType::Q6_K, q6k_contract, 211);
 }
 
-// The contract's codes and scales are ggml's: its terms, summed in double, equal the dot of the
-// dequantized weights with the Q8_0-rounded activations up to float rounding (2 nb + 8 roundings
-// against the magnitude sum; see Q4KMatchesDequantizedDot for the activation bound).
+// The contract's codes and scales are ggml's: the kernel's result equals the dot of the
+// dequantized weights with the unquantized activations up to the Q8_K activation rounding and
+// float rounding (see Q4KMatchesDequantizedDot).
 TEST_P(PerTarget, Q6KMatchesDequantizedDot) {
   ThreadPool pool(2);
-  const int64_t rows = 45, cols = 768, n = 3, nb = cols / 32;
+  const int64_t rows = 45, cols = 768, n = 3, ns = cols / 256;
   const Weights w = make_weights(DType::Q6_K, rows, cols, 311);
   const std::vector<float> x = random_normal(n * cols, 312);
   const std::vector<float> y = run_matmul(w, x.data(), n, pool);
-  std::vector<BlockQ8_0> xq(static_cast<size_t>(n * nb));
-  quantize_row(DType::Q8_0, x.data(), xq.data(), n * cols);
+  const SuperActivations xa = quantize_super(x, n, cols);
   std::vector<float> wr(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(w.matrix(), r, wr.data());
     for (int64_t t = 0; t < n; ++t) {
       double dot = 0, act_err = 0, mag = 0;
       for (int64_t k = 0; k < cols; ++k) {
-        const double dx = fp16_to_fp32(xq[t * nb + k / 32].d);
+        const double dx = xa.scale(t, k);
         dot += double{wr[k]} * x[t * cols + k];
-        act_err += std::fabs(double{wr[k]}) * 0.5625 * dx;
+        act_err += std::fabs(double{wr[k]}) * 0.5 * dx;  // half a step (the scale is a float)
         mag += std::fabs(double{wr[k]}) * (std::fabs(double{x[t * cols + k]}) + dx);
       }
-      // Both halves' i_h carry the -32 offset: their magnitude is bounded by 64 / |code - 32|
-      // times the weight's; 64 * sum |d sc| |y| covers it.
+      // The integer sum I is exact; float(I) rounds once, the scale product and the FMA once
+      // each, per super-block, plus the dequantized weights' own float rounding (2 u). I carries
+      // the -32 offset: its magnitude is bounded by 64 / |code - 32| times the weight's, so
+      // 64 * sum |d sc| |y| covers it.
       const double tol =
-          act_err + static_cast<double>(2 * nb + 8) * std::ldexp(1.0, -24) * 64 * mag;
+          act_err + static_cast<double>(4 * ns + 8) * std::ldexp(1.0, -24) * 64 * mag;
       ASSERT_NEAR(y[t * rows + r], dot, tol) << "r=" << r << " t=" << t;
     }
   }
@@ -201,25 +202,25 @@ TEST_P(PerTarget, Q5KBitIdenticalToTheContractLoop) {
 
 // The Q5_K contract's terms against the dequantized weights (ggml's formula, dequantize_row): the
 // contract loop computed in double from the same codes must equal the double dot of dequantized
-// weights and Q8_0-rounded activations up to float rounding of the products d * sc, dmin * m.
+// weights and the Q8_K-rounded activations up to float rounding (the products d * d_x,
+// dmin * d_x, float(I), float(M) and the FMAs).
 TEST(MatmulKQuant, Q5KDequantizedDotMatchesTheContractTerms) {
   ThreadPool pool(1);
-  const int64_t rows = 9, cols = 512, nb = cols / 32;
+  const int64_t rows = 9, cols = 512;
   const Weights w = make_weights(DType::Q5_K, rows, cols, 231);
   const std::vector<float> x = random_normal(cols, 232);
-  std::vector<BlockQ8_0> xq(static_cast<size_t>(nb));
-  quantize_row(DType::Q8_0, x.data(), xq.data(), cols);
+  const SuperActivations xa = quantize_super(x, 1, cols);
   const std::vector<float> y = run_matmul(w, x.data(), 1, pool);
   std::vector<float> wr(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(w.matrix(), r, wr.data());
     double dot = 0, mag = 0;
     for (int64_t k = 0; k < cols; ++k) {
-      const double xv = fp16_to_fp32(xq[k / 32].d) * xq[k / 32].qs[k % 32];
+      const double xv = double{xa.scale(0, k)} * xa.code(0, k);
       dot += double{wr[k]} * xv;
       mag += std::fabs(double{wr[k]} * xv) + std::fabs(xv);
     }
-    ASSERT_NEAR(y[r], dot, 1e-4 * mag) << r;  // float accumulation of 2 nb terms
+    ASSERT_NEAR(y[r], dot, 1e-4 * mag) << r;  // a few roundings per super-block (u = 6e-8)
   }
 }
 
@@ -228,20 +229,19 @@ TEST_P(PerTarget, Q4KBitIdenticalToTheContractLoop) {
 }
 
 // Against the double-precision dot of the dequantized weights (dequantize_row: ggml's formula)
-// with the unquantized activations. The contract's terms are exact but for the activation
-// quantization, |x - d_x q_x| <= 0.5625 d_x (half a step plus the fp16 rounding of the scale, see
-// quantize_test), and float rounding: each of the 2 nb FMAs and the scale products rounds once
-// (u = 2^-24) against magnitudes bounded by sum |w_k| |x_k| plus the min terms; (2 nb + 8) u times
-// that magnitude is a generous bound. A wrong code, scale, min or sub-block index is off by far
-// more.
+// with the unquantized activations. The contract's integer sums are exact; the error is the
+// activation quantization, |x - d_x q_x| <= d_x / 2 (half a step: the Q8_K scale is a float), and
+// float rounding: per super-block float(I), float(M), the two scale products and the two FMAs
+// round once each (u = 2^-24) against magnitudes bounded by sum |w_k| |x_k| plus the min terms,
+// plus the dequantized weights' own rounding; (4 ns + 8) u times that magnitude is a generous
+// bound. A wrong code, scale, min or sub-block index is off by far more.
 TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
   ThreadPool pool(2);
-  const int64_t rows = 45, cols = 768, n = 3, nb = cols / 32;
+  const int64_t rows = 45, cols = 768, n = 3, ns = cols / 256;
   const Weights w = make_weights(DType::Q4_K, rows, cols, 301);
   const std::vector<float> x = random_normal(n * cols, 302);
   const std::vector<float> y = run_matmul(w, x.data(), n, pool);
-  std::vector<BlockQ8_0> xq(static_cast<size_t>(n * nb));
-  quantize_row(DType::Q8_0, x.data(), xq.data(), n * cols);
+  const SuperActivations xa = quantize_super(x, n, cols);
   std::vector<float> wr(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(w.matrix(), r, wr.data());
@@ -250,9 +250,9 @@ TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
     for (int64_t t = 0; t < n; ++t) {
       double dot = 0, act_err = 0, mag = 0;
       for (int64_t k = 0; k < cols; ++k) {
-        const double dx = fp16_to_fp32(xq[t * nb + k / 32].d);
+        const double dx = xa.scale(t, k);
         dot += double{wr[k]} * x[t * cols + k];
-        act_err += std::fabs(double{wr[k]}) * 0.5625 * dx;
+        act_err += std::fabs(double{wr[k]}) * 0.5 * dx;
         // The two partial terms the kernel adds: d_b * code * x and m_b * x.
         const BlockQ4_K& blk = row[k / 256];
         int sc, m;
@@ -262,7 +262,7 @@ TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
                 fp16_to_fp32(blk.dmin) * m) *
                xv;
       }
-      const double tol = act_err + static_cast<double>(2 * nb + 8) * std::ldexp(1.0, -24) * mag;
+      const double tol = act_err + static_cast<double>(4 * ns + 8) * std::ldexp(1.0, -24) * mag;
       ASSERT_NEAR(y[t * rows + r], dot, tol) << "r=" << r << " t=" << t;
     }
   }

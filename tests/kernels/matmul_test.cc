@@ -353,6 +353,42 @@ TEST(Activations, QuantizationMatchesReferenceQuantizer) {
   force_simd_target("");
 }
 
+// Q8_K activations (Q4_K, Q5_K, Q6_K weights): every SIMD target's quantizer gives the reference's
+// codes and float scale per 256-column super-block, and the blocks' code sums.
+TEST(Activations, SuperBlockQuantizationMatchesReferenceQuantizer) {
+  ThreadPool pool(2);
+  for (const std::string& target : simd_targets()) {
+    force_simd_target(target);
+    const int64_t n = 40, cols = 512;  // 640 blocks: above the threshold for threading
+    std::vector<float> x = random_normal(n * cols, 53, 3.0f);
+    // Ties after scaling: a super-block whose amax is 127 has d = 1, so k + 0.5 rounds away from 0;
+    // and an all-zero super-block (d = 0, codes 0).
+    for (int j = 0; j < 256; ++j) x[j] = (j == 0) ? 127.0f : static_cast<float>(j % 64 - 32) + 0.5f;
+    for (int j = 256; j < 512; ++j) x[j] = 0.0f;
+    Activations a;
+    a.prepare(x.data(), n, cols, DType::Q6_K, pool);
+    EXPECT_EQ(a.format(), ActivationFormat::kQ8_K);
+    std::vector<int8_t> codes(256);
+    for (int64_t s = 0; s < n * cols / 256; ++s) {
+      const float d = quantize_superblock_q8(x.data() + s * 256, codes.data());
+      for (int k = 0; k < 8; ++k) {
+        const int64_t b = s * 8 + k;
+        ASSERT_EQ(std::memcmp(a.q8()[b].qs, codes.data() + 32 * k, 32), 0) << target << " " << b;
+        ASSERT_EQ(a.q8_scales()[b], d) << b;
+        int32_t sum = 0, lo = 0;
+        for (int j = 0; j < 32; ++j) sum += codes[32 * k + j];
+        for (int j = 0; j < 16; ++j) lo += codes[32 * k + j];
+        ASSERT_EQ(a.q8_sums()[b], sum) << "block " << b;
+        ASSERT_EQ(a.q8_sums_lo()[b], lo) << "block " << b;
+      }
+    }
+    EXPECT_EQ(a.q8_scales()[0], 1.0f);
+    EXPECT_EQ(a.q8()[0].qs[1], -31);  // -30.5 rounds away from zero
+    EXPECT_EQ(a.q8_scales()[8], 0.0f);
+  }
+  force_simd_target("");
+}
+
 TEST(Activations, ReusedAcrossMatmulsOfTheSameFamily) {
   ThreadPool pool(1);
   const Weights w8 = make_weights(DType::Q8_0, 8, 64, 61);
@@ -365,6 +401,15 @@ TEST(Activations, ReusedAcrossMatmulsOfTheSameFamily) {
   EXPECT_EQ(y, run_matmul(w4, x.data(), 3, pool));
   matmul(w8.matrix(), a, y.data(), pool);
   EXPECT_EQ(y, run_matmul(w8, x.data(), 3, pool));
+  // Q8_K activations serve Q4_K, Q5_K and Q6_K alike.
+  const std::vector<float> xk = random_normal(3 * 256, 64);
+  Activations k;
+  k.prepare(xk.data(), 3, 256, DType::Q4_K, pool);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const Weights wk = make_weights(t, 8, 256, 65);
+    matmul(wk.matrix(), k, y.data(), pool);
+    EXPECT_EQ(y, run_matmul(wk, xk.data(), 3, pool)) << dtype_name(t);
+  }
 }
 
 // ---- errors and helpers ----
@@ -388,6 +433,24 @@ TEST(Matmul, RejectsBadInput) {
   EXPECT_THROW(matmul(ragged, x.data(), 1, y.data(), pool), Error);
   Activations a;
   EXPECT_THROW(a.prepare(x.data(), 1, 48, DType::Q8_0, pool), Error);  // not a block multiple
+  // Q8_K activations need whole 256-column super-blocks.
+  const std::vector<float> x512(512, 1.0f);
+  EXPECT_THROW(a.prepare(x512.data(), 1, 96, DType::Q4_K, pool), Error);
+  // Q8_0 activations given to a weight that reads Q8_K ones, and the reverse: refused by name.
+  const Weights wk = make_weights(DType::Q4_K, 8, 256, 72);
+  Activations q80;
+  q80.prepare(x512.data(), 1, 256, DType::Q4_0, pool);
+  std::vector<float> yk(8);
+  try {
+    matmul(wk.matrix(), q80, yk.data(), pool);
+    ADD_FAILURE() << "q8_0 activations accepted by a q4_k weight";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q8_k"), std::string::npos) << e.what();
+  }
+  Activations q8k;
+  q8k.prepare(x512.data(), 1, 256, DType::Q6_K, pool);
+  const Weights w40 = make_weights(DType::Q4_0, 8, 256, 73);
+  EXPECT_THROW(matmul(w40.matrix(), q8k, yk.data(), pool), Error);
   EXPECT_THROW(dequantize_row(w.matrix(), 4, y.data()), Error);
   EXPECT_THROW(force_simd_target("NOT_A_TARGET"), Error);
   try {

@@ -34,6 +34,24 @@ inline std::vector<float> run_matmul(const Weights& w, const float* x, int64_t n
   return y;
 }
 
+// Q8_K activations as the super-block kernels read them (matmul.h): per token, 256-column
+// super-blocks of codes sharing one float scale, by the reference quantizer.
+struct SuperActivations {
+  int64_t cols;
+  std::vector<int8_t> q;   // n_tokens x cols codes
+  std::vector<float> d;    // n_tokens x cols / 256 scales
+  int8_t code(int64_t t, int64_t k) const { return q[static_cast<size_t>(t * cols + k)]; }
+  float scale(int64_t t, int64_t k) const { return d[static_cast<size_t>((t * cols + k) / 256)]; }
+};
+inline SuperActivations quantize_super(const std::vector<float>& x, int64_t n_tokens,
+                                       int64_t cols) {
+  SuperActivations a{cols, std::vector<int8_t>(x.size()),
+                     std::vector<float>(static_cast<size_t>(n_tokens * cols / 256))};
+  for (size_t s = 0; s < a.d.size(); ++s)
+    a.d[s] = quantize_superblock_q8(x.data() + s * 256, a.q.data() + s * 256);
+  return a;
+}
+
 // Runs the test body once per SIMD target this machine supports, restoring the default after.
 class PerTarget : public ::testing::TestWithParam<std::string> {
  protected:

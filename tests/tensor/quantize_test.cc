@@ -136,6 +136,29 @@ TEST(Quantize, Q8_0RoundsTiesAwayFromZero) {
   for (int j = 7; j < 32; ++j) EXPECT_EQ(b.qs[j], 0) << j;
 }
 
+// The super-block activation quantizer: one float scale for 256 values (not rounded to fp16: a
+// scale fp16 cannot hold exactly stays exact), ties away from zero, the largest magnitude at
+// -127, and an all-zero super-block with scale 0.
+TEST(Quantize, SuperblockQ8SharesOneFloatScale) {
+  float x[256] = {};
+  x[0] = 2.5f;
+  x[1] = -2.5f;
+  x[2] = -127.0f * 1.001f;  // amax: d = 1.001 (fp16 would round it to 1.0)
+  x[255] = 1.6f * 1.001f;
+  int8_t q[256];
+  const float d = quantize_superblock_q8(x, q);
+  EXPECT_EQ(d, 127.0f * 1.001f / 127.0f);
+  EXPECT_NE(d, fp16_to_fp32(fp32_to_fp16(d)));
+  EXPECT_EQ(q[2], -127);
+  EXPECT_EQ(q[0], 2);  // 2.5 / 1.001 = 2.4975
+  EXPECT_EQ(q[1], -2);
+  EXPECT_EQ(q[255], 2);
+  for (int j = 3; j < 255; ++j) ASSERT_EQ(q[j], 0) << j;
+  const float zeros[256] = {};
+  EXPECT_EQ(quantize_superblock_q8(zeros, q), 0.0f);
+  for (int j = 0; j < 256; ++j) ASSERT_EQ(q[j], 0) << j;
+}
+
 TEST(Quantize, Q4_0UsesSignedMaxAndTruncates) {
   // max = -8 (first largest magnitude): d = 1, q = min(15, trunc(x + 8.5)).
   float x[32] = {-8.0f, 0.5f, -0.5f, 8.0f, -7.75f, 6.9f};

@@ -135,6 +135,19 @@ void quantize_block_q8_0(const float* x, BlockQ8_0* out) {
   for (int j = 0; j < kQK8_0; ++j) out->qs[j] = round_to_q8(x[j] * id);
 }
 
+float quantize_superblock_q8(const float* x, int8_t* codes) {
+  constexpr int kN = 256;
+  float amax = 0.0f;
+  for (int j = 0; j < kN; ++j) {
+    const float a = std::fabs(x[j]);
+    amax = amax > a ? amax : a;
+  }
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kN; ++j) codes[j] = round_to_q8(x[j] * id);
+  return d;
+}
+
 void quantize_block_q4_0(const float* x, BlockQ4_0* out) {
   // The first value of largest magnitude, with its sign.
   float amax = 0.0f;

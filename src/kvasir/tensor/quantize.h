@@ -51,6 +51,10 @@ std::vector<uint8_t> quantize_tensor(DType t, const float* x, int64_t rows, int6
 // Block-level reference routines (one block of 32 values), exposed for the kernels' activation
 // quantizer tests.
 void quantize_block_q8_0(const float* x, BlockQ8_0* out);
+// The activation format of the super-block kernels (Q4_K, Q5_K, Q6_K), ggml's Q8_K in spirit:
+// 256 values share one float scale d = amax / 127 (not rounded to fp16), codes round(x / d)
+// (ties away from zero, as Q8_0's). Writes 256 codes and returns d.
+float quantize_superblock_q8(const float* x, int8_t* codes);
 void quantize_block_q4_0(const float* x, BlockQ4_0* out);
 
 }  // namespace kvasir

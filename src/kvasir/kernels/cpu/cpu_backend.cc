@@ -31,9 +31,10 @@ struct CpuScratch final : BackendScratch {
   Activations act;
 };
 
-// Q8_0 and Q4_0 read Q8_0-quantized activations; the float types read the floats.
+// Q8_0 and Q4_0 read Q8_0-quantized activations, Q4_K and Q6_K Q8_K ones; the float types read
+// the floats.
 bool same_activation_format(DType a, DType b) {
-  return uses_q8_activations(a) == uses_q8_activations(b);
+  return activation_format(a) == activation_format(b);
 }
 
 const PackedMatrix& packed(const DeviceMatrix& w) {

@@ -58,14 +58,15 @@ void validate(const PackedMatrix& w, const Activations& x, const float* y) {
   }
   if (x.n_tokens() < 0) fail("matmul: negative token count {}", x.n_tokens());
   if (x.n_tokens() > 0 && w.rows() > 0 && y == nullptr) fail("matmul: output pointer is null");
-  if (is_quantized(w.type())) {
-    if (!is_quantized(x.prepared_for())) {
-      fail(
-          "matmul: activations were prepared for {} but the weight is {}: call prepare with the "
-          "weight's dtype so they are quantized to q8_0",
-          dtype_name(x.prepared_for()), dtype_name(w.type()));
-    }
-  } else if (x.n_tokens() > 0 && x.f32() == nullptr) {
+  const ActivationFormat want = activation_format(w.type());
+  if (want != x.format()) {
+    fail(
+        "matmul: activations were prepared for {} ({} activations) but the {} weight reads {} "
+        "activations: call prepare with the weight's dtype",
+        dtype_name(x.prepared_for()), activation_format_name(x.format()), dtype_name(w.type()),
+        activation_format_name(want));
+  }
+  if (want == ActivationFormat::kFloat && x.n_tokens() > 0 && x.f32() == nullptr) {
     fail("matmul: activations have no data");
   }
 }
@@ -104,11 +105,13 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
     tiles_ = out;
     return;
   }
-  if (cols % kQK8_0 != 0) {
+  const bool super = activation_format(for_type) == ActivationFormat::kQ8_K;
+  const int64_t block = super ? kQK_K : kQK8_0;
+  if (cols % block != 0) {
     fail(
-        "Activations::prepare: {} columns is not a multiple of the q8_0 block size {} (needed "
+        "Activations::prepare: {} columns is not a multiple of the {} block size {} (needed "
         "for {} weights)",
-        cols, kQK8_0, dtype_name(for_type));
+        cols, super ? "q8_k" : "q8_0", block, dtype_name(for_type));
   }
   const int64_t nb = n_tokens * (cols / kQK8_0);
   if (static_cast<int64_t>(q8_.size()) < nb) {
@@ -121,13 +124,20 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
   float* s = q8_scale_.data();
   int32_t* sums = q8_sum_.data();
   int32_t* sums_lo = q8_sum_lo_.data();
-  auto run = [&](int64_t b0, int64_t b1) {
-    matmul_detail::quantize_q8_0_blocks(x, q, s, sums, sums_lo, b0, b1);
+  // Work items: Q8_0 blocks, or Q8_K super-blocks of 8 blocks.
+  const int64_t per_item = super ? kQK_K / kQK8_0 : 1;
+  const int64_t n_items = nb / per_item;
+  auto run = [&](int64_t i0, int64_t i1) {
+    if (super) {
+      matmul_detail::quantize_q8_k_superblocks(x, q, s, sums, sums_lo, i0, i1);
+    } else {
+      matmul_detail::quantize_q8_0_blocks(x, q, s, sums, sums_lo, i0, i1);
+    }
   };
   if (pool.size() == 1 || nb < kMinParallelBlocks) {
-    run(0, nb);
+    run(0, n_items);
   } else {
-    pool.parallel_for(nb, [&](int64_t b0, int64_t b1, int) { run(b0, b1); });
+    pool.parallel_for(n_items, [&](int64_t i0, int64_t i1, int) { run(i0, i1); });
   }
 }
 
@@ -189,7 +199,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   matmul(packed, a, y, pool);
 }
 
-bool uses_q8_activations(DType t) {
+ActivationFormat activation_format(DType t) {
   switch (t) {
     case DType::Q8_0:
     case DType::Q4_0:
@@ -198,15 +208,31 @@ bool uses_q8_activations(DType t) {
     case DType::Q5_1:
     case DType::Q2_K:
     case DType::Q3_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return ActivationFormat::kQ8_0;
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-      return true;
+      return ActivationFormat::kQ8_K;
     default:
-      return false;
+      return ActivationFormat::kFloat;
   }
+}
+
+const char* activation_format_name(ActivationFormat f) {
+  switch (f) {
+    case ActivationFormat::kQ8_0:
+      return "q8_0";
+    case ActivationFormat::kQ8_K:
+      return "q8_k";
+    default:
+      return "float";
+  }
+}
+
+bool uses_q8_activations(DType t) {
+  return activation_format(t) != ActivationFormat::kFloat;
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

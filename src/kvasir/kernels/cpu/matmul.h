@@ -9,8 +9,11 @@
 // n_tokens == 1 is the decode GEMV; n_tokens > 1 the prefill / batched-decode GEMM (tiles of up
 // to 8 panels x 6 tokens share weight loads and activation broadcasts; threads take chunks of
 // panels that stay in L2 while every token tile passes over them). For the quantized formats the
-// activations are first quantized to Q8_0 blocks (once per input, see Activations) and the dot
-// products run in integers (AVX2 maddubs), as ggml does.
+// activations are first quantized to 8-bit codes (once per input, see Activations) and the dot
+// products run in integers, as ggml does: Q8_0 blocks (one fp16 scale per 32 columns) for the
+// 32-column formats, Q8_K-style super-blocks (one float scale per 256 columns,
+// quantize_superblock_q8) for Q4_K, Q5_K and Q6_K, whose sub-block scales then multiply exact
+// integer sums, leaving one or two float FMAs per 256 columns.
 //
 // The arithmetic of one output element is fixed (this is the contract every path implements, the
 // scalar fallback included, so results are bit-identical across tiles, batches, threads and SIMD
@@ -19,15 +22,15 @@
 //   Q8_0/Q4_0:    acc = 0; for each 32-column block b in order:
 //                   isum = sum of the block's 32 products q_w * q_x (exact, int32);
 //                   acc = fma(fp16(d_w) * d_x, float(isum), acc)   (the product rounded once).
-//   Q4_K, Q5_K:   acc = 0; for each 32-column block b (sub-block of a 256-column super-block):
-//                   d_b = fp16(d) * sc_b, m_b = fp16(dmin) * m_b (exact), isum = sum of code *
-//                   q_x (codes 0..15; Q5_K 0..31), xsum = sum of q_x;
-//                   acc = fma(d_b * d_x, float(isum), acc); acc = fma(-(m_b * d_x), float(xsum),
-//                   acc).
-//   Q6_K:         acc = 0; for each 32-column block b, its halves h = 0, 1 (16 columns each, one
-//                   ggml sub-block of scale sc_h): d_h = fp16(d) * sc_h (exact), i_h = sum over
-//                   the half of code * q_x - 32 * (sum of the half's q_x) (codes 0..63);
-//                   acc = fma(d_0 * d_x, float(i_0), acc); acc = fma(d_1 * d_x, float(i_1), acc).
+//   Q4_K, Q5_K:   (Q8_K activations: d_x is the super-block's) acc = 0; for each 256-column
+//                   super-block in order: I = sum over its 8 sub-blocks b of sc_b * (sum of code *
+//                   q_x over b), M = sum over b of m_b * (sum of q_x over b) (exact, int32; codes
+//                   0..15, Q5_K 0..31, sc_b and m_b the 6-bit scales and mins);
+//                   acc = fma(fp16(d) * d_x, float(I), acc); acc = fma(-(fp16(dmin) * d_x),
+//                   float(M), acc).
+//   Q6_K:         (Q8_K activations) acc = 0; per super-block: I = sum over its 16 sub-blocks h of
+//                   16 columns of sc_h * (sum of code * q_x - 32 * sum of q_x, over h) (exact,
+//                   int32; codes 0..63, sc_h int8); acc = fma(fp16(d) * d_x, float(I), acc).
 //   Q4_1, Q5_1:   acc = 0; per block: isum = sum of code * q_x (codes 0..15 / 0..31), xsum = sum
 //                   of q_x; acc = fma(fp16(d) * d_x, float(isum), acc);
 //                   acc = fma(fp16(m) * d_x, float(xsum), acc).
@@ -62,9 +65,14 @@ namespace kvasir::cpu {
 // Tokens per activation tile of the float-family GEMM (F32/F16/BF16 weights).
 constexpr int64_t kFloatTokenTile = 6;
 
-// Activations prepared for one weight dtype family. Reused across all matmuls that read the same
-// input (e.g. Q, K and V projections), so quantization happens once per input per step.
-// Buffers grow on first use and are then reused: no allocation in steady state.
+// The input a weight dtype's kernel reads: floats, Q8_0 blocks or Q8_K-style super-blocks.
+enum class ActivationFormat { kFloat, kQ8_0, kQ8_K };
+ActivationFormat activation_format(DType t);
+const char* activation_format_name(ActivationFormat f);
+
+// Activations prepared for one weight dtype family (one ActivationFormat). Reused across all
+// matmuls that read the same input (e.g. Q, K and V projections), so quantization happens once
+// per input per step. Buffers grow on first use and are then reused: no allocation in steady state.
 class Activations {
  public:
   // Points at x (n_tokens x cols floats, not copied) and quantizes it if `for_type` needs it.
@@ -77,8 +85,12 @@ class Activations {
   // holds its T tokens interleaved column by column: element (t + i, k) is at [k * T + i]. So one
   // stream feeds a tile's broadcasts. With one token this is x itself (the same layout).
   const float* f32_tiles() const { return tiles_ != nullptr ? tiles_ : x_; }
+  // The 8-bit codes in 32-column blocks (block b of token t at [t * cols / 32 + b]). Q8_0: each
+  // block its own fp16 scale d. Q8_K: the 8 blocks of a 256-column super-block share one float
+  // scale (quantize_superblock_q8); d holds it rounded to fp16 (kernels read q8_scales()).
   const BlockQ8_0* q8() const { return q8_.data(); }
-  // Scale of each Q8_0 block as a float (fp16_to_fp32(q8()[i].d)), so kernels skip the conversion.
+  // Scale of each block as a float: Q8_0 fp16_to_fp32(q8()[i].d), so kernels skip the
+  // conversion; Q8_K the super-block's float scale, repeated for its 8 blocks.
   const float* q8_scales() const { return q8_scale_.data(); }
   // Sum of the 32 codes of each Q8_0 block (Q4_0 kernels subtract 8 x this: codes are q + 8).
   const int32_t* q8_sums() const { return q8_sum_.data(); }
@@ -87,6 +99,7 @@ class Activations {
   int64_t n_tokens() const { return n_tokens_; }
   int64_t cols() const { return cols_; }
   DType prepared_for() const { return for_type_; }
+  ActivationFormat format() const { return activation_format(for_type_); }
 
  private:
   const float* x_ = nullptr;
@@ -101,12 +114,12 @@ class Activations {
   std::vector<int32_t> q8_sum_lo_;
 };
 
-// Whether weights of dtype t take Q8_0-quantized activations (the integer dot product kernels).
+// Whether weights of dtype t take 8-bit activations (Q8_0 or Q8_K: the integer kernels).
 bool uses_q8_activations(DType t);
 
-// y = x · Wᵀ. `x` must have been prepared for w.type() (or a type of the same family: Q8_0 and
-// Q4_0 share the Q8_0 activation format). Throws kvasir::Error on a dtype or shape mismatch
-// (checked once per call, outside the inner loops).
+// y = x · Wᵀ. `x` must have been prepared for w.type() or a type of the same ActivationFormat
+// (Q8_0 and Q4_0 share Q8_0 activations; Q4_K and Q6_K share Q8_K ones). Throws kvasir::Error on
+// a dtype or shape mismatch (checked once per call, outside the inner loops).
 void matmul(const PackedMatrix& w, const Activations& x, float* y, ThreadPool& pool);
 
 // Several matrices that read the same activations (Q, K and V; gate and up) in ONE parallel

@@ -13,7 +13,9 @@
 //
 // The other formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K) follow their
 // own lines of matmul.h's contract, with the same structure: exact integer sums per block (or
-// per 16-column half), then one FMA per scale (and per min).
+// per 16-column half), then one FMA per scale (and per min). Q4_K, Q5_K and Q6_K read Q8_K
+// activations (one scale per 256 columns), so their sub-block scales multiply the integer sums
+// (vpmulld) and only one or two FMAs per super-block remain.
 //
 // Why intrinsics inside Highway's dispatch: the integer dot products need AVX2's maddubs/madd
 // (absent from Highway 1.0.3), and the panel layout fixes the vector at 8 lanes of 32 bits, which
@@ -86,6 +88,13 @@ namespace HWY_NAMESPACE {
 #endif
 
 constexpr int kP = static_cast<int>(kPanelRows);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Independent integer accumulators per output in the 4-bit block dots (U4Dots): 32 vector
+// registers hold two sets; AVX2's 16 hold one.
+constexpr int kDotChains = 2;
+#else
+constexpr int kDotChains = 1;
+#endif
 
 // What a tile needs to find its inputs and outputs.
 struct Job {
@@ -233,6 +242,10 @@ HWY_INLINE __m256i DotAcc(__m256i acc, __m256i u, __m256i s) {
 HWY_INLINE __m256i DotWiden(__m256i acc) {
   return acc;
 }
+// The sum of two DotAcc accumulators (before DotWiden).
+HWY_INLINE __m256i DotAdd(__m256i a, __m256i b) {
+  return _mm256_add_epi32(a, b);
+}
 // acc32 (int32) += the products of one or two groups whose pair sums may add up past int16.
 HWY_INLINE __m256i DotAcc32(__m256i acc32, __m256i u, __m256i s) {
   return Dpbusd(acc32, u, s);
@@ -246,6 +259,9 @@ HWY_INLINE __m256i DotAcc(__m256i acc, __m256i u, __m256i s) {
 }
 HWY_INLINE __m256i DotWiden(__m256i acc) {
   return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+}
+HWY_INLINE __m256i DotAdd(__m256i a, __m256i b) {
+  return _mm256_add_epi16(a, b);
 }
 HWY_INLINE __m256i DotAcc32(__m256i acc32, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc32, DotWiden(_mm256_maddubs_epi16(u, s)));
@@ -280,11 +296,15 @@ struct U4Dots {
   static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
                                const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
-    __m256i s16[R][T];
+    // kDotChains independent sums (one per half of the block where 32 vector registers allow),
+    // added at the end: two 4-long vpdpbusd chains instead of one 8-long one.
+    __m256i s16[kDotChains][R][T];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
+    for (int c = 0; c < kDotChains; ++c)
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) s16[c][r][i] = _mm256_setzero_si256();
     // Per group: the T activation broadcasts first, then each panel's codes are loaded (L1 after
     // the first half), unpacked and used for all T tokens: R*T + R*T + T + 3 live registers.
     KVASIR_UNROLL
@@ -301,20 +321,28 @@ struct U4Dots {
           const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           KVASIR_UNROLL
-          for (int i = 0; i < T; ++i)
-            s16[r][i] = DotAcc(s16[r][i], n, yb[i]);
+          for (int i = 0; i < T; ++i) {
+            __m256i& acc = s16[half % kDotChains][r][i];
+            acc = DotAcc(acc, n, yb[i]);
+          }
         }
       }
+    }
+    if constexpr (kDotChains == 2) {
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r)
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) s16[0][r][i] = DotAdd(s16[0][r][i], s16[1][r][i]);
     }
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
       if constexpr (kOffset != 0) {
         const __m256i off = _mm256_set1_epi32(kOffset * xsum[i * nb + b]);
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(DotWiden(s16[r][i]), off);
+        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(DotWiden(s16[0][r][i]), off);
       } else {
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) isum[r][i] = DotWiden(s16[r][i]);
+        for (int r = 0; r < R; ++r) isum[r][i] = DotWiden(s16[0][r][i]);
       }
     }
   }
@@ -554,10 +582,11 @@ struct QuantKernel {
   }
 };
 
-// Q4_K: per 32-column block b (sub-block sub of super-block s), with d_b = fp16(d) * sc and
-// m_b = fp16(dmin) * m (exact float products: 11 x 6 significant bits):
-//   acc = fma(d_b * d_x, (float)isum, acc); acc = fma(-(m_b * d_x), (float)xsum, acc)
-// where isum = sum of code * y over the block (codes 0..15) and xsum the activation codes' sum.
+// Q4_K and Q5_K on Q8_K activations (d_x: the super-block's scale): per super-block s,
+//   I = sum over sub-blocks of sc * isum (isum = sum of code * y over the sub-block, codes 0..15 or
+//   0..31), M = sum over sub-blocks of m * xsum (the activation codes' sum), both exact in int32
+//   (|I| <= 8 * 63 * 32 * 31 * 127 < 2^26, |M| <= 8 * 63 * 32 * 127 < 2^21);
+//   acc = fma(fp16(d) * d_x, (float)I, acc); acc = fma(-(fp16(dmin) * d_x), (float)M, acc).
 template <bool kQ5, int R, int T>
 HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const PackedMatrix& W = *j.w;
@@ -572,6 +601,11 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   __m256 acc[R][T];
   ZeroAcc(acc);
   for (int64_t s = 0; s < ns; ++s) {
+    __m256i isc[R][T];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isc[r][i] = _mm256_setzero_si256();
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
       __m256i isum[R][T];
@@ -583,34 +617,49 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
-        const __m256 dmin =
-            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m + 16)));
-        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + sub * 8))));
-        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 96 + sub * 8))));
-        const __m256 db = _mm256_mul_ps(d, sc);
-        const __m256 mb = _mm256_mul_ps(dmin, mn);
+        const __m256i sc = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + sub * 8)));
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i)
+          isc[r][i] = _mm256_add_epi32(isc[r][i], _mm256_mullo_epi32(isum[r][i], sc));
+      }
+    }
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
+      __m256i imn[T];
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) imn[i] = _mm256_setzero_si256();
+      KVASIR_UNROLL
+      for (int sub = 0; sub < 8; ++sub) {
+        const __m256i mn = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 96 + sub * 8)));
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
-          const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
-          acc[r][i] =
-              _mm256_fmadd_ps(_mm256_mul_ps(db, dx), _mm256_cvtepi32_ps(isum[r][i]), acc[r][i]);
-          const __m256 neg_m = _mm256_xor_ps(_mm256_mul_ps(mb, dx), _mm256_set1_ps(-0.0f));
-          acc[r][i] = _mm256_fmadd_ps(neg_m, _mm256_set1_ps(static_cast<float>(xsum[i * nb + b])),
-                                      acc[r][i]);
+          imn[i] = _mm256_add_epi32(
+              imn[i], _mm256_mullo_epi32(mn, _mm256_set1_epi32(xsum[i * nb + s * 8 + sub])));
         }
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m + 16)));
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) {
+        const __m256 dx = _mm256_broadcast_ss(xs + i * nb + s * 8);
+        acc[r][i] =
+            _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(isc[r][i]), acc[r][i]);
+        const __m256 neg_m = _mm256_xor_ps(_mm256_mul_ps(dmin, dx), _mm256_set1_ps(-0.0f));
+        acc[r][i] = _mm256_fmadd_ps(neg_m, _mm256_cvtepi32_ps(imn[i]), acc[r][i]);
       }
     }
   }
   StoreAcc(acc, j, p, t);
 }
 
-// Q6_K: per 32-column block b (sub-block sub of super-block s) and half h (columns 16h ..
-// 16h + 15, ggml's 16-column sub-block 2 * sub + h of scale sc_h), d_h = fp16(d) * sc_h (exact):
-//   i_h = sum of code * y over the half - 32 * (sum of the half's y)   (codes 0..63)
-//   acc = fma(d_0 * d_x, (float)i_0, acc); acc = fma(d_1 * d_x, (float)i_1, acc)
+// Q6_K on Q8_K activations: per super-block s, for each 32-column block b and half h (columns
+// 16h .. 16h + 15: ggml's 16-column sub-block 2 * sub + h, int8 scale sc_h),
+//   I += sc_h * (sum of code * y over the half - 32 * (sum of the half's y))   (codes 0..63)
+// exact in int32 (|I| <= 16 * 128 * 16 * 32 * 127 < 2^27); then
+//   acc = fma(fp16(d) * d_x, (float)I, acc).
 // maddubs pair sums reach 2 * 63 * 127 = 16002, so two of them still fit int16 before madd
 // widens them.
 template <int R, int T>
@@ -631,17 +680,20 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   for (int64_t s = 0; s < ns; ++s) {
+    __m256i isc[R][T];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isc[r][i] = _mm256_setzero_si256();
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
-      __m256i isum[2][R][T];
       KVASIR_UNROLL
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h) {  // half: low nibbles (columns 0-15), high (16-31)
+        __m256i isum[R][T];
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r)
           KVASIR_UNROLL
-          for (int i = 0; i < T; ++i) isum[h][r][i] = _mm256_setzero_si256();
-      KVASIR_UNROLL
-      for (int h = 0; h < 2; ++h) {  // half: low nibbles (columns 0-15), high (16-31)
+          for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
         KVASIR_UNROLL
         for (int vp = 0; vp < 2; ++vp) {  // code vectors vp and vp + 2 share a top-bits vector
           __m256i yb[2][T];
@@ -672,30 +724,39 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
             }
             KVASIR_UNROLL
             for (int i = 0; i < T; ++i) {
-              isum[h][r][i] = DotAcc32(isum[h][r][i], n[0], yb[0][i], n[1], yb[1][i]);
+              isum[r][i] = DotAcc32(isum[r][i], n[0], yb[0][i], n[1], yb[1][i]);
             }
           }
         }
-      }
-      KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
-        const __m256 d0 = _mm256_mul_ps(
-            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub) * 8)))));
-        const __m256 d1 = _mm256_mul_ps(
-            d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + 1) * 8)))));
+        // The half's offset and scale, in integers.
+        __m256i off[T];
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
-          const __m256 dx = _mm256_broadcast_ss(xs + i * nb + b);
-          const int32_t lo = xlo[i * nb + b], hi = xsum[i * nb + b] - lo;
-          const __m256i i0 = _mm256_sub_epi32(isum[0][r][i], _mm256_set1_epi32(32 * lo));
-          const __m256i i1 = _mm256_sub_epi32(isum[1][r][i], _mm256_set1_epi32(32 * hi));
-          acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(d0, dx), _mm256_cvtepi32_ps(i0), acc[r][i]);
-          acc[r][i] = _mm256_fmadd_ps(_mm256_mul_ps(d1, dx), _mm256_cvtepi32_ps(i1), acc[r][i]);
+          const int32_t lo = xlo[i * nb + b];
+          off[i] = _mm256_set1_epi32(32 * (h == 0 ? lo : xsum[i * nb + b] - lo));
         }
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
+          const __m256i sc = _mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + h) * 8)));
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i) {
+            isc[r][i] = _mm256_add_epi32(
+                isc[r][i], _mm256_mullo_epi32(_mm256_sub_epi32(isum[r][i], off[i]), sc));
+          }
+        }
+      }
+    }
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
+      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) {
+        const __m256 dx = _mm256_broadcast_ss(xs + i * nb + s * 8);
+        acc[r][i] =
+            _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(isc[r][i]), acc[r][i]);
       }
     }
   }
@@ -1025,6 +1086,52 @@ float FormatBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64
   }
 }
 
+// Super-block s of lane `lane`, token t, for Q4_K, Q5_K and Q6_K (Q8_K activations): acc after
+// matmul.h's terms of the super-block.
+float SuperBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64_t s, int lane,
+                 const Activations& x, int64_t t, float acc) {
+  const int64_t nb = w.cols() / kQK8_0;
+  const float dx = x.q8_scales()[t * nb + s * 8];
+  const int64_t cbytes = static_cast<int64_t>(w.block_code_bytes());
+  if (type == DType::Q6_K) {
+    const uint8_t* m = panel + w.scales_offset() + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
+    int32_t total = 0;
+    for (int sub = 0; sub < 8; ++sub) {
+      const int64_t b = s * 8 + sub;
+      const BlockQ8_0& xb = x.q8()[t * nb + b];
+      const uint8_t* cb = panel + b * cbytes;
+      int32_t ih[2] = {0, 0}, yh[2] = {0, 0};
+      for (int c = 0; c < 32; ++c) {
+        const int v = (c % 16) / 4, h = c / 16;
+        const uint8_t byte = cb[v * 32 + lane * 4 + c % 4];
+        const uint8_t top = cb[128 + (v % 2) * 32 + lane * 4 + c % 4];
+        const int bits = (top >> (v < 2 ? 0 : 4)) & 15;
+        const int code = (h == 0 ? (byte & 15) | (bits & 3) << 4 : (byte >> 4) | (bits >> 2) << 4);
+        ih[h] += code * int32_t{xb.qs[c]};
+        yh[h] += xb.qs[c];
+      }
+      for (int h = 0; h < 2; ++h) {
+        const auto sc = static_cast<int8_t>(m[16 + (2 * sub + h) * 8 + lane]);
+        total += sc * (ih[h] - 32 * yh[h]);
+      }
+    }
+    return std::fma(HalfAt(m + lane * 2) * dx, static_cast<float>(total), acc);
+  }
+  const uint8_t* m = panel + w.scales_offset() + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
+  int32_t total = 0, mins = 0;
+  for (int sub = 0; sub < 8; ++sub) {
+    const int64_t b = s * 8 + sub;
+    const BlockQ8_0& xb = x.q8()[t * nb + b];
+    int32_t isum = 0;
+    for (int c = 0; c < 32; ++c)
+      isum += NibbleCode(panel + b * cbytes, lane, c, type == DType::Q5_K) * int32_t{xb.qs[c]};
+    total += m[32 + sub * 8 + lane] * isum;
+    mins += m[96 + sub * 8 + lane] * x.q8_sums()[t * nb + b];
+  }
+  acc = std::fma(HalfAt(m + lane * 2) * dx, static_cast<float>(total), acc);
+  return std::fma(-(HalfAt(m + 16 + lane * 2) * dx), static_cast<float>(mins), acc);
+}
+
 void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1) {
   const Job j{&w, &x, y};
   const int64_t n = x.n_tokens();
@@ -1044,64 +1151,17 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
           const float* xt = x.f32_tiles() + t0 * cols + (t - t0);
           for (int64_t k = 0; k < cols; ++k)
             acc = std::fma(WeightAt(type, panel, k, lane), xt[k * T], acc);
+        } else if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) {
+          for (int64_t s = 0; s < cols / kQK_K; ++s)
+            acc = SuperBlock(type, w, panel, s, lane, x, t, acc);
         } else {
           for (int64_t b = 0; b < nb; ++b) {
-            if (type != DType::Q8_0 && type != DType::Q4_0 && type != DType::Q4_K &&
-                type != DType::Q5_K && type != DType::Q6_K) {
+            if (type != DType::Q8_0 && type != DType::Q4_0) {
               acc = FormatBlock(type, w, panel, b, lane, x, t, acc);
               continue;
             }
             const BlockQ8_0& xb = x.q8()[t * nb + b];
             int32_t isum = 0;
-            if (type == DType::Q6_K) {
-              const uint8_t* cb = panel + b * static_cast<int64_t>(w.block_code_bytes());
-              int32_t ih[2] = {0, 0}, yh[2] = {0, 0};
-              for (int c = 0; c < 32; ++c) {
-                const int v = (c % 16) / 4, h = c / 16;
-                const uint8_t byte = cb[v * 32 + lane * 4 + c % 4];
-                const uint8_t top = cb[128 + (v % 2) * 32 + lane * 4 + c % 4];
-                const int bits = (top >> (v < 2 ? 0 : 4)) & 15;
-                const int code =
-                    (h == 0 ? (byte & 15) | (bits & 3) << 4 : (byte >> 4) | (bits >> 2) << 4);
-                ih[h] += code * int32_t{xb.qs[c]};
-                yh[h] += xb.qs[c];
-              }
-              const uint8_t* m =
-                  panel + w.scales_offset() + (b / 8) * static_cast<int64_t>(kQ6KPanelMetaBytes);
-              const int sub = static_cast<int>(b % 8);
-              uint16_t dh;
-              std::memcpy(&dh, m + lane * 2, 2);
-              const float dx = x.q8_scales()[t * nb + b];
-              for (int h = 0; h < 2; ++h) {
-                const auto sc = static_cast<int8_t>(m[16 + (2 * sub + h) * 8 + lane]);
-                const float dd = fp16_to_fp32(dh) * static_cast<float>(sc);
-                acc = std::fma(dd * dx, static_cast<float>(ih[h] - 32 * yh[h]), acc);
-              }
-              continue;
-            }
-            if (type == DType::Q4_K || type == DType::Q5_K) {
-              const int64_t cbytes = static_cast<int64_t>(w.block_code_bytes());
-              for (int c = 0; c < 32; ++c) {
-                const int v = (c % 16) / 4, h = c / 16;
-                const uint8_t byte = panel[b * cbytes + v * 32 + lane * 4 + c % 4];
-                int code = h == 0 ? (byte & 0x0f) : (byte >> 4);
-                if (type == DType::Q5_K)
-                  code |= ((panel[b * cbytes + 128 + lane * 4 + c % 4] >> (2 * v + h)) & 1) << 4;
-                isum += code * int32_t{xb.qs[c]};
-              }
-              const uint8_t* m =
-                  panel + w.scales_offset() + (b / 8) * static_cast<int64_t>(kQ4KPanelMetaBytes);
-              const int sub = static_cast<int>(b % 8);
-              uint16_t dh, mh;
-              std::memcpy(&dh, m + lane * 2, 2);
-              std::memcpy(&mh, m + 16 + lane * 2, 2);
-              const float db = fp16_to_fp32(dh) * static_cast<float>(m[32 + sub * 8 + lane]);
-              const float mb = fp16_to_fp32(mh) * static_cast<float>(m[96 + sub * 8 + lane]);
-              const float dx = x.q8_scales()[t * nb + b];
-              acc = std::fma(db * dx, static_cast<float>(isum), acc);
-              acc = std::fma(-(mb * dx), static_cast<float>(x.q8_sums()[t * nb + b]), acc);
-              continue;
-            }
             for (int c = 0; c < 32; ++c) {
               int32_t code;
               if (type == DType::Q8_0) {
@@ -1172,10 +1232,12 @@ void InterleaveTokens(const float* x, int64_t T, int64_t cols, float* out) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Activation quantization, bit-identical to kvasir::quantize_block_q8_0 for finite input.
+// Activation quantization, bit-identical to kvasir::quantize_block_q8_0 (Q8_0) and
+// kvasir::quantize_superblock_q8 (Q8_K) for finite input.
 
-void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
-                      int32_t* sums_lo, int64_t b0, int64_t b1) {
+// Codes of one 32-float block at v with inverse scale id, and their sums (all 32, first 16).
+HWY_INLINE void QuantizeCodes(const float* v, float id, int8_t* qs, int32_t* sum,
+                              int32_t* sum_lo) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -1186,36 +1248,65 @@ void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums
   const auto one = hn::Set(df, 1.0f);
   const auto lo = hn::Set(df, -128.0f);
   const auto hi = hn::Set(df, 127.0f);
+  const auto vid = hn::Set(df, id);
+  auto isum = hn::Zero(di);
+  for (int64_t j = 0; j < kBlock; j += N) {
+    const auto s = hn::Mul(hn::LoadU(df, v + j), vid);
+    // roundf (ties away from zero): truncate, then step away from zero when the dropped
+    // fraction (exact: s - trunc(s) needs no rounding) is at least one half.
+    auto r = hn::Trunc(s);
+    const auto frac = hn::Abs(hn::Sub(s, r));
+    r = hn::Add(r, hn::IfThenElseZero(frac >= half, hn::CopySignToAbs(one, s)));
+    r = hn::Min(hn::Max(r, lo), hi);
+    const auto ri = hn::ConvertTo(di, r);
+    isum = hn::Add(isum, ri);
+    hn::StoreU(hn::DemoteTo(d8, ri), d8, qs + j);
+    // The first half's sum (16-column sub-blocks): the vector width divides 16 here.
+    if (j + N == kBlock / 2) *sum_lo = hn::GetLane(hn::SumOfLanes(di, isum));
+  }
+  *sum = hn::GetLane(hn::SumOfLanes(di, isum));
+  if (N > kBlock / 2) {  // vectors wider than half a block (none of the targets built today)
+    int32_t l = 0;
+    for (int64_t k = 0; k < kBlock / 2; ++k) l += qs[k];
+    *sum_lo = l;
+  }
+}
+
+// max |v[k]| for k < n (a multiple of the vector width).
+HWY_INLINE float AbsMax(const float* v, int64_t n) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto vmax = hn::Zero(df);
+  for (int64_t j = 0; j < n; j += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, v + j)));
+  return hn::GetLane(hn::MaxOfLanes(df, vmax));
+}
+
+void QuantizeQ8Blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                      int32_t* sums_lo, int64_t b0, int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
-    const float* v = x + b * kBlock;
-    auto vmax = hn::Zero(df);
-    for (int64_t j = 0; j < kBlock; j += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, v + j)));
-    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-    const float d = amax / 127.0f;
+    const float* v = x + b * kQK8_0;
+    const float d = AbsMax(v, kQK8_0) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     q[b].d = fp32_to_fp16(d);
     scales[b] = fp16_to_fp32(q[b].d);
-    const auto vid = hn::Set(df, id);
-    auto isum = hn::Zero(di);
-    for (int64_t j = 0; j < kBlock; j += N) {
-      const auto s = hn::Mul(hn::LoadU(df, v + j), vid);
-      // roundf (ties away from zero): truncate, then step away from zero when the dropped
-      // fraction (exact: s - trunc(s) needs no rounding) is at least one half.
-      auto r = hn::Trunc(s);
-      const auto frac = hn::Abs(hn::Sub(s, r));
-      r = hn::Add(r, hn::IfThenElseZero(frac >= half, hn::CopySignToAbs(one, s)));
-      r = hn::Min(hn::Max(r, lo), hi);
-      const auto ri = hn::ConvertTo(di, r);
-      isum = hn::Add(isum, ri);
-      hn::StoreU(hn::DemoteTo(d8, ri), d8, q[b].qs + j);
-      // The first half's sum (Q6_K's 16-column sub-blocks): the vector width divides 16 here.
-      if (j + N == kBlock / 2) sums_lo[b] = hn::GetLane(hn::SumOfLanes(di, isum));
-    }
-    sums[b] = hn::GetLane(hn::SumOfLanes(di, isum));
-    if (N > kBlock / 2) {  // vectors wider than half a block (none of the targets built today)
-      int32_t lo = 0;
-      for (int64_t k = 0; k < kBlock / 2; ++k) lo += q[b].qs[k];
-      sums_lo[b] = lo;
+    QuantizeCodes(v, id, q[b].qs, sums + b, sums_lo + b);
+  }
+}
+
+void QuantizeQ8KSuperblocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                            int32_t* sums_lo, int64_t s0, int64_t s1) {
+  constexpr int64_t kSub = kQK_K / kQK8_0;
+  for (int64_t s = s0; s < s1; ++s) {
+    const float* v = x + s * kQK_K;
+    const float d = AbsMax(v, kQK_K) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = fp32_to_fp16(d);
+    for (int64_t k = 0; k < kSub; ++k) {
+      const int64_t b = s * kSub + k;
+      q[b].d = dh;
+      scales[b] = d;
+      QuantizeCodes(v + k * kQK8_0, id, q[b].qs, sums + b, sums_lo + b);
     }
   }
 }
@@ -1233,6 +1324,7 @@ namespace kvasir::cpu::matmul_detail {
 
 HWY_EXPORT(MatmulPanels);
 HWY_EXPORT(QuantizeQ8Blocks);
+HWY_EXPORT(QuantizeQ8KSuperblocks);
 HWY_EXPORT(InterleaveTokens);
 HWY_EXPORT(TargetName);
 
@@ -1243,6 +1335,11 @@ void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_
 void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
                           int32_t* sums_lo, int64_t b0, int64_t b1) {
   HWY_DYNAMIC_DISPATCH(QuantizeQ8Blocks)(x, q, scales, sums, sums_lo, b0, b1);
+}
+
+void quantize_q8_k_superblocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                               int32_t* sums_lo, int64_t s0, int64_t s1) {
+  HWY_DYNAMIC_DISPATCH(QuantizeQ8KSuperblocks)(x, q, scales, sums, sums_lo, s0, s1);
 }
 
 void interleave_tokens(const float* x, int64_t T, int64_t cols, float* out) {

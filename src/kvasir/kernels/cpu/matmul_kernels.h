@@ -20,6 +20,12 @@ void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_
 void quantize_q8_0_blocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
                           int32_t* sums_lo, int64_t b0, int64_t b1);
 
+// Quantizes 256-float super-blocks [s0, s1) of x as kvasir::quantize_superblock_q8 does, into 8
+// blocks each (q[8s + j].qs = codes 32j .. 32j + 31, q[8s + j].d = fp16 of the scale), with
+// scales[8s + j] = the float scale and the blocks' code sums as quantize_q8_0_blocks's.
+void quantize_q8_k_superblocks(const float* x, BlockQ8_0* q, float* scales, int32_t* sums,
+                               int32_t* sums_lo, int64_t s0, int64_t s1);
+
 // out[k * T + i] = x[i * cols + k] for i < T (1 <= T <= kFloatTokenTile), k < cols: one token
 // tile of Activations::f32_tiles().
 void interleave_tokens(const float* x, int64_t T, int64_t cols, float* out);
