@@ -268,6 +268,25 @@ TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
   }
 }
 
+// Q4_K, Q5_K and Q6_K panels are whole super-blocks (meta, then codes: one sequential stream per
+// panel) at about the file's bits per weight.
+TEST(MatmulKQuant, PackedInSuperBlocksAtTheirOwnSize) {
+  ThreadPool pool(1);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const Weights w = make_weights(t, 16, 512, 401);
+    const PackedMatrix m(w.matrix(), pool);
+    EXPECT_EQ(m.scales_offset(), 0u);
+    EXPECT_EQ(m.super_bytes(), kSuperMetaBytes + 8 * m.block_code_bytes());
+    EXPECT_EQ(m.super_bytes() % 32, 0u);  // the codes stay 32-byte aligned
+    EXPECT_EQ(m.panel_bytes(), (2 * m.super_bytes() + 63) / 64 * 64);
+    const double file = static_cast<double>(row_bytes(t, 4096)) * 64;
+    const double packed = static_cast<double>(packed_bytes(t, 64, 4096));
+    EXPECT_GE(packed, file);
+    EXPECT_LE(packed, file * 1.05);
+  }
+}
+
 // Instantiated per SIMD target with the other PerTarget tests, in matmul_test.cc.
 
 }  // namespace

@@ -286,9 +286,9 @@ HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc)
   return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(isum), acc);
 }
 
-// Exact integer dot products of one 32-column block, for R panels x T tokens: isum[r][i] holds
-// the 8 rows of panel p + r against token t + i. Codes are n - kOffset (Q4_0: 8; Q4_K: 0, its
-// mins are applied by the caller).
+// Exact integer dot products of one 32-column block, for R panels x T tokens: codes[r] points at
+// panel p + r's codes of block b, and isum[r][i] holds its 8 rows against token t + i. Codes are
+// n - kOffset (Q4_0: 8; Q4_K: 0, its mins are applied by the caller).
 template <int kOffset>
 struct U4Dots {
   static constexpr size_t kCodeBytes = 128;
@@ -317,7 +317,7 @@ struct U4Dots {
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
           const __m256i raw = _mm256_load_si256(
-              reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + v * 32));
+              reinterpret_cast<const __m256i*>(codes[r] + v * 32));
           const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           KVASIR_UNROLL
@@ -380,7 +380,7 @@ struct U5Dots {
         const int bit = 2 * v + half;  // where this code's fifth bit sits
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
-          const uint8_t* c = codes[r] + b * kCodeBytes;
+          const uint8_t* c = codes[r];
           const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + v * 32));
           const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 128));
           const __m256i top = bit < 4   ? _mm256_slli_epi16(hb, bit < 4 ? 4 - bit : 0)
@@ -436,7 +436,7 @@ struct IQ4Dots {
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
           const __m256i raw = _mm256_load_si256(
-              reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + v * 32));
+              reinterpret_cast<const __m256i*>(codes[r] + v * 32));
           const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           const __m256i w = _mm256_shuffle_epi8(table, n);
@@ -476,7 +476,7 @@ struct CrumbDots {
         for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + h * 16 + v * 4);
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
-          const uint8_t* c = codes[r] + b * kCodeBytes;
+          const uint8_t* c = codes[r];
           const __m256i L = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
           __m256i n = _mm256_and_si256(v == 0 ? L : _mm256_srli_epi16(L, v == 0 ? 0 : 2 * v), m3);
           if constexpr (kQ3) {
@@ -518,7 +518,7 @@ struct Q8Dots {
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const __m256i wv = _mm256_load_si256(
-            reinterpret_cast<const __m256i*>(codes[r] + b * kCodeBytes + g * 32));
+            reinterpret_cast<const __m256i*>(codes[r] + g * 32));
         const __m256i wa = _mm256_sign_epi8(wv, wv);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
@@ -547,7 +547,10 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   ZeroAcc(acc);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i isum[R][T];
-    Dots::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+    const uint8_t* cp[R];
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * Dots::kCodeBytes;
+    Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
     constexpr int64_t kStride = kMin ? 32 : 16;
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -595,9 +598,11 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
-  const uint8_t* codes[R];
-  const uint8_t* meta[R];
-  PanelPointers(W, p, codes, meta);
+  const int64_t sb = static_cast<int64_t>(W.super_bytes());
+  constexpr int64_t kCb = kQ5 ? U5Dots<0>::kCodeBytes : U4Dots<0>::kCodeBytes;
+  const uint8_t* base[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) base[r] = W.panel(p + r);
   __m256 acc[R][T];
   ZeroAcc(acc);
   for (int64_t s = 0; s < ns; ++s) {
@@ -609,14 +614,17 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
       __m256i isum[R][T];
+      const uint8_t* cp[R];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) cp[r] = base[r] + s * sb + kSuperMetaBytes + sub * kCb;
       if constexpr (kQ5) {
-        U5Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+        U5Dots<0>::template Block<R, T>(cp, xq, xsum, nb, b, isum);
       } else {
-        U4Dots<0>::template Block<R, T>(codes, xq, xsum, nb, b, isum);
+        U4Dots<0>::template Block<R, T>(cp, xq, xsum, nb, b, isum);
       }
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
+        const uint8_t* m = base[r] + s * sb;
         const __m256i sc = _mm256_cvtepu8_epi32(
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 32 + sub * 8)));
         KVASIR_UNROLL
@@ -626,7 +634,7 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
     }
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) {
-      const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
+      const uint8_t* m = base[r] + s * sb;
       __m256i imn[T];
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) imn[i] = _mm256_setzero_si256();
@@ -672,9 +680,10 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
   const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
-  const uint8_t* codes[R];
-  const uint8_t* meta[R];
-  PanelPointers(W, p, codes, meta);
+  const int64_t sb = static_cast<int64_t>(W.super_bytes());
+  const uint8_t* base[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) base[r] = W.panel(p + r);
   __m256 acc[R][T];
   ZeroAcc(acc);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -704,7 +713,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
               yb[k][i] = Bcast4(xq[i * nb + b].qs + h * 16 + (vp + 2 * k) * 4);
           KVASIR_UNROLL
           for (int r = 0; r < R; ++r) {
-            const uint8_t* c = codes[r] + b * static_cast<int64_t>(cb);
+            const uint8_t* c = base[r] + s * sb + kSuperMetaBytes + sub * static_cast<int64_t>(cb);
             const __m256i H =
                 _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 128 + vp * 32));
             __m256i n[2];
@@ -737,7 +746,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
         }
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
-          const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
+          const uint8_t* m = base[r] + s * sb;
           const __m256i sc = _mm256_cvtepi8_epi32(
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 16 + (2 * sub + h) * 8)));
           KVASIR_UNROLL
@@ -750,7 +759,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
     }
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) {
-      const uint8_t* m = meta[r] + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
+      const uint8_t* m = base[r] + s * sb;
       const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) {
@@ -781,7 +790,10 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
       __m256i isum[R][T];
-      IQ4Dots::template Block<R, T>(codes, xq, nullptr, nb, b, isum);
+      const uint8_t* cp[R];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * IQ4Dots::kCodeBytes;
+      IQ4Dots::template Block<R, T>(cp, xq, nullptr, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* m = meta[r] + s * static_cast<int64_t>(kIQ4XSPanelMetaBytes);
@@ -831,7 +843,10 @@ HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
       __m256i isum[2][R][T];
-      CrumbDots<kQ3>::template Block<R, T>(codes, xq, nb, b, isum);
+      const uint8_t* cp[R];
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * CrumbDots<kQ3>::kCodeBytes;
+      CrumbDots<kQ3>::template Block<R, T>(cp, xq, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* m = meta[r] + s * kMeta;
@@ -1093,13 +1108,14 @@ float SuperBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64_
   const int64_t nb = w.cols() / kQK8_0;
   const float dx = x.q8_scales()[t * nb + s * 8];
   const int64_t cbytes = static_cast<int64_t>(w.block_code_bytes());
+  const uint8_t* m = panel + s * static_cast<int64_t>(w.super_bytes());  // the meta, then codes
+  const uint8_t* sub_codes = m + kSuperMetaBytes;
   if (type == DType::Q6_K) {
-    const uint8_t* m = panel + w.scales_offset() + s * static_cast<int64_t>(kQ6KPanelMetaBytes);
     int32_t total = 0;
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
       const BlockQ8_0& xb = x.q8()[t * nb + b];
-      const uint8_t* cb = panel + b * cbytes;
+      const uint8_t* cb = sub_codes + sub * cbytes;
       int32_t ih[2] = {0, 0}, yh[2] = {0, 0};
       for (int c = 0; c < 32; ++c) {
         const int v = (c % 16) / 4, h = c / 16;
@@ -1117,14 +1133,14 @@ float SuperBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64_
     }
     return std::fma(HalfAt(m + lane * 2) * dx, static_cast<float>(total), acc);
   }
-  const uint8_t* m = panel + w.scales_offset() + s * static_cast<int64_t>(kQ4KPanelMetaBytes);
   int32_t total = 0, mins = 0;
   for (int sub = 0; sub < 8; ++sub) {
     const int64_t b = s * 8 + sub;
     const BlockQ8_0& xb = x.q8()[t * nb + b];
     int32_t isum = 0;
     for (int c = 0; c < 32; ++c)
-      isum += NibbleCode(panel + b * cbytes, lane, c, type == DType::Q5_K) * int32_t{xb.qs[c]};
+      isum +=
+          NibbleCode(sub_codes + sub * cbytes, lane, c, type == DType::Q5_K) * int32_t{xb.qs[c]};
     total += m[32 + sub * 8 + lane] * isum;
     mins += m[96 + sub * 8 + lane] * x.q8_sums()[t * nb + b];
   }

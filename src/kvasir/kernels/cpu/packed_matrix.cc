@@ -1,6 +1,8 @@
 // packed_matrix.h: the panel repacking (plain byte copies, parallel over panels).
 #include "kvasir/kernels/cpu/packed_matrix.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -54,19 +56,22 @@ size_t code_bytes(DType t) {
   }
 }
 
+// Q4_K, Q5_K, Q6_K: bytes of one super-block of a panel (meta, then its 8 blocks' codes).
+size_t super_block_bytes(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K
+             ? kSuperMetaBytes + 8 * code_bytes(t)
+             : 0;
+}
+
 bool has_kernel(DType t) {
   return is_float_family(t) || code_bytes(t) != 0;
 }
 
-// Bytes of scales per panel after the codes.
+// Bytes of scales per panel after the codes (the formats not laid out in super-blocks).
 size_t meta_bytes(DType t, int64_t cols) {
   const auto ns = static_cast<size_t>(cols / kQK_K);
   const auto nb = static_cast<size_t>(cols / kQK8_0);
   switch (t) {
-    case DType::Q4_K:
-    case DType::Q5_K:
-      return ns * kQ4KPanelMetaBytes;
-    case DType::Q6_K:
     case DType::Q3_K:
       return ns * kQ6KPanelMetaBytes;
     case DType::Q2_K:
@@ -102,6 +107,8 @@ size_t panel_bytes_of(DType t, int64_t cols) {
   if (is_float_family(t)) {
     return round_up(static_cast<size_t>(cols) * kPanelRows * element_bytes(t), kPanelAlign);
   }
+  if (const size_t sb = super_block_bytes(t); sb != 0)
+    return round_up(static_cast<size_t>(cols / kQK_K) * sb, kPanelAlign);
   const auto nb = static_cast<size_t>(cols / kQK8_0);
   return round_up(nb * code_bytes(t) + meta_bytes(t, cols), kPanelAlign);
 }
@@ -111,18 +118,18 @@ size_t panel_bytes_of(DType t, int64_t cols) {
 // nibble, l < 32): row j of panel p goes into the Q4_0 code layout and the panel's meta area.
 // Q5_K is the same with a fifth bit per code (qh[32]: bit c of qh[l] is the top bit of element
 // 32c + l), stored after the nibbles as packed_matrix.h describes.
-void pack_q4_k_row(DType t, const uint8_t* row, int64_t cols, int j, uint8_t* panel,
-                   size_t meta_offset) {
+void pack_q4_k_row(DType t, const uint8_t* row, int64_t cols, int j, uint8_t* panel) {
   const bool q5 = t == DType::Q5_K;
   const size_t block_bytes = static_cast<size_t>(dtype_info(t).block_bytes);
   const size_t cb = code_bytes(t);
+  const size_t sb = super_block_bytes(t);
   const int64_t ns = cols / kQK_K;
   for (int64_t s = 0; s < ns; ++s) {
     const uint8_t* blk = row + static_cast<size_t>(s) * block_bytes;
     const uint8_t* sc = blk + 4;
     const uint8_t* qh = blk + 16;
     const uint8_t* qs = blk + (q5 ? 48 : 16);
-    uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ4KPanelMetaBytes;
+    uint8_t* meta = panel + static_cast<size_t>(s) * sb;
     std::memcpy(meta + j * 2, blk, 2);                       // d
     std::memcpy(meta + kPanelRows * 2 + j * 2, blk + 2, 2);  // dmin
     for (int sub = 0; sub < 8; ++sub) {
@@ -143,7 +150,7 @@ void pack_q4_k_row(DType t, const uint8_t* row, int64_t cols, int j, uint8_t* pa
     };
     auto top = [&](int e) -> int { return (qh[e % 32] >> (e / 32)) & 1; };
     for (int sub = 0; sub < 8; ++sub) {
-      uint8_t* codes = panel + static_cast<size_t>(s * 8 + sub) * cb;
+      uint8_t* codes = meta + kSuperMetaBytes + static_cast<size_t>(sub) * cb;
       for (int v = 0; v < 4; ++v)
         for (int i = 0; i < 4; ++i) {
           const int e = sub * 32 + 4 * v + i;
@@ -294,11 +301,11 @@ void pack_superblock_row(DType t, const uint8_t* row, int64_t cols, int j, uint8
 // Q6_K (ggml block of 256: ql[128] low nibbles, qh[64] top 2 bits, int8 scales[16] per 16
 // elements, fp16 d; see quant_k.h): codes 0..63 split into the Q4_0 nibble layout and the 2-bit
 // plane described in packed_matrix.h, scales and d into the meta area.
-void pack_q6_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size_t meta_offset) {
+void pack_q6_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel) {
   const int64_t ns = cols / kQK_K;
   for (int64_t s = 0; s < ns; ++s) {
     const auto* blk = reinterpret_cast<const BlockQ6_K*>(row) + s;
-    uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kQ6KPanelMetaBytes;
+    uint8_t* meta = panel + static_cast<size_t>(s) * super_block_bytes(DType::Q6_K);
     std::memcpy(meta + j * 2, &blk->d, 2);
     for (int g = 0; g < 16; ++g)
       meta[16 + g * kPanelRows + j] = static_cast<uint8_t>(blk->scales[g]);
@@ -313,7 +320,7 @@ void pack_q6_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel, size
       return low | ((qh[l] >> (2 * quarter)) & 3) << 4;
     };
     for (int sub = 0; sub < 8; ++sub) {
-      uint8_t* codes = panel + static_cast<size_t>(s * 8 + sub) * code_bytes(DType::Q6_K);
+      uint8_t* codes = meta + kSuperMetaBytes + static_cast<size_t>(sub) * code_bytes(DType::Q6_K);
       uint8_t* high = codes + 128;
       for (int v = 0; v < 4; ++v)
         for (int i = 0; i < 4; ++i) {
@@ -347,13 +354,12 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   if (w.type == DType::Q4_K || w.type == DType::Q5_K) {
     for (int64_t j = 0; j < n_rows; ++j)
       pack_q4_k_row(w.type, src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j),
-                    dst, static_cast<size_t>(nb) * cb);
+                    dst);
     return;  // padding rows: zero scales, so they produce exactly 0
   }
   if (w.type == DType::Q6_K) {
     for (int64_t j = 0; j < n_rows; ++j)
-      pack_q6_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst,
-                    static_cast<size_t>(nb) * cb);
+      pack_q6_k_row(src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j), dst);
     return;  // padding rows: zero scales
   }
   if (w.type == DType::IQ4_XS || w.type == DType::Q2_K || w.type == DType::Q3_K) {
@@ -391,6 +397,22 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   // with a zero scale the padding rows still produce exactly 0 (and are never stored).
 }
 
+// Asks for transparent huge pages (where the kernel's policy is "madvise") on the 2 MiB-aligned
+// interior of a freshly allocated, not yet touched buffer: decode streams every weight once per
+// step, and with 4 KiB pages every 4 KiB of every stream is a TLB miss.
+void advise_huge_pages(void* p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = (a + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (a + bytes) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // a hint only
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 }  // namespace
 
 DType packed_type(DType stored) {
@@ -410,10 +432,12 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
   if (w.rows > 0 && w.data == nullptr) fail("pack: weight matrix has no data");
   panel_bytes_ = panel_bytes_of(t, w.cols);
   block_code_bytes_ = code_bytes(t);
-  scales_offset_ = static_cast<size_t>(w.cols / kQK8_0) * block_code_bytes_;
+  super_bytes_ = super_block_bytes(t);
+  scales_offset_ = super_bytes_ != 0 ? 0 : static_cast<size_t>(w.cols / kQK8_0) * block_code_bytes_;
   const int64_t np = n_panels();
   data_ = hwy::AllocateAligned<uint8_t>(std::max<size_t>(bytes(), 1));
   if (!data_) fail("pack: cannot allocate {} bytes for a {} x {} matrix", bytes(), rows(), cols());
+  advise_huge_pages(data_.get(), bytes());
   uint8_t* base = data_.get();
   const size_t pb = panel_bytes_;
   pool.parallel_for(np, [&](int64_t p0, int64_t p1, int) {

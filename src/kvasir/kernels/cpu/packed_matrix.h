@@ -17,11 +17,14 @@
 //     4v .. 4v+3 of row 8p + j's ggml block (low nibbles: columns 32b + 4v + i, high nibbles:
 //     columns 32b + 16 + 4v + i, each code q + 8 in 0..15 as in ggml); codes first (nb x 128
 //     bytes), then the fp16 scales, 8 per block.
-//   Q4_K: the codes (4-bit, 0..15) in the Q4_0 code layout, 32-column block by block (nb x 128
-//     bytes); then per 256-column super-block s, kQ4KPanelMetaBytes = 160 bytes: the 8 rows' fp16
-//     d, the 8 rows' fp16 dmin, then sub-block scales sc[8 sub-blocks][8 rows] and mins
-//     m[8][8] (uint8, 0..63, unpacked from ggml's 12-byte 6-bit encoding).
-//     w = d * sc * code - dmin * m.
+//   Q4_K, Q5_K, Q6_K: a sequence of 256-column super-blocks, each super_bytes() long: its
+//     kSuperMetaBytes = 160 bytes of meta, then its 8 blocks' codes, so that a panel (and a run
+//     of panels) is one sequential stream: no second stream of scales whose start each panel
+//     would wait for (decode of 2048-column matrices, where panels are short, gained ~1.5x).
+//   Q4_K: the codes (4-bit, 0..15) in the Q4_0 code layout, 128 bytes per 32-column block; the
+//     meta (kQ4KPanelMetaBytes = 160): the 8 rows' fp16 d, the 8 rows' fp16 dmin, then
+//     sub-block scales sc[8 sub-blocks][8 rows] and mins m[8][8] (uint8, 0..63, unpacked from
+//     ggml's 12-byte 6-bit encoding). w = d * sc * code - dmin * m.
 //   Q5_K: as Q4_K, with 160 code bytes per block: the nibbles (128), then 32 bytes of fifth bits:
 //     bit 2v + h of byte 4j + i is the top bit of row 8p + j's code of column 16h + 4v + i
 //     (the code whose low bits are nibble h of byte 4j + i of code vector v). Codes 0..31.
@@ -29,8 +32,9 @@
 //     layout (128 bytes), then their top 2 bits in two 32-byte vectors: byte 4j + i of vector h
 //     (h = 0, 1) holds, for the code byte 4j + i of code vector v = h (bits 0-3) and of v = h + 2
 //     (bits 4-7), the top bits of its low-nibble code (2 bits) then of its high-nibble code.
-//     Then per super-block kQ6KPanelMetaBytes = 144 bytes: the 8 rows' fp16 d, then the int8
-//     scales sc[16 sub-blocks of 16 columns][8 rows]. w = d * sc * (code - 32).
+//     The meta: kQ6KPanelMetaBytes = 144 bytes, the 8 rows' fp16 d, then the int8 scales
+//     sc[16 sub-blocks of 16 columns][8 rows], then 16 bytes of padding (the codes stay 32-byte
+//     aligned). w = d * sc * (code - 32).
 //   Q4_1, IQ4_NL: the codes (0..15) in the Q4_0 code layout; scales area per block: the 8 rows'
 //     fp16 d, then (Q4_1) the 8 rows' fp16 m. Q4_1: w = d * code + m; IQ4_NL: w = d *
 //     kIQ4NLValues[code].
@@ -69,6 +73,8 @@ constexpr size_t kQ4KPanelMetaBytes = 2 * kPanelRows * 2 + 2 * 8 * kPanelRows;
 constexpr size_t kQ6KPanelMetaBytes = kPanelRows * 2 + 16 * kPanelRows;
 constexpr size_t kQ2KPanelMetaBytes = 2 * kPanelRows * 2 + 16 * kPanelRows;
 constexpr size_t kIQ4XSPanelMetaBytes = kPanelRows * 2 + 8 * kPanelRows;
+constexpr size_t kSuperMetaBytes = 160;  // Q4_K, Q5_K, Q6_K: meta at the head of a super-block
+static_assert(kQ4KPanelMetaBytes <= kSuperMetaBytes && kQ6KPanelMetaBytes <= kSuperMetaBytes);
 
 // The CPU backend's DeviceMatrix (kernels/backend.h).
 class PackedMatrix final : public DeviceMatrix {
@@ -93,7 +99,10 @@ class PackedMatrix final : public DeviceMatrix {
 
   // Offset of the scales inside a quantized panel (after every block's codes): the per-block
   // scales of the 32-weight formats, or the per-super-block meta area, as described above.
+  // 0 for the interleaved super-block formats (Q4_K, Q5_K, Q6_K).
   size_t scales_offset() const { return scales_offset_; }
+  // Q4_K, Q5_K, Q6_K: bytes of one super-block of a panel (meta then codes); 0 otherwise.
+  size_t super_bytes() const { return super_bytes_; }
   // Bytes of codes per 32-column block and panel: 256 (Q8_0), 128 (Q4_0, Q4_1, IQ4_NL, Q4_K,
   // IQ4_XS), 160 (Q5_0, Q5_1, Q5_K), 192 (Q6_K), 64 (Q2_K) or 96 (Q3_K).
   size_t block_code_bytes() const { return block_code_bytes_; }
@@ -102,6 +111,7 @@ class PackedMatrix final : public DeviceMatrix {
   size_t panel_bytes_ = 0;
   size_t scales_offset_ = 0;
   size_t block_code_bytes_ = 0;
+  size_t super_bytes_ = 0;
   DType stored_type_ = DType::F32;
   hwy::AlignedFreeUniquePtr<uint8_t[]> data_;
 };
