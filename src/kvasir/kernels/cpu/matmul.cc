@@ -29,10 +29,6 @@ constexpr int64_t kMinParallelBlocks = 512;
 // Regrouping float activations into token tiles runs on the pool above as many floats.
 constexpr int64_t kMinParallelTileFloats = kMinParallelBlocks * kQK8_0;
 
-bool is_quantized(DType t) {
-  return uses_q8_activations(t);
-}
-
 int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
@@ -84,7 +80,8 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
   cols_ = cols;
   for_type_ = for_type;
   tiles_ = nullptr;
-  if (!is_quantized(for_type)) {
+  const ActivationFormat format = activation_format(for_type);
+  if (format == ActivationFormat::kFloat) {
     if (n_tokens < 2 || cols == 0) return;
     const auto n = static_cast<size_t>(n_tokens * cols);
     if (tile_buf_.size() < n) tile_buf_.resize(n);
@@ -105,7 +102,7 @@ void Activations::prepare(const float* x, int64_t n_tokens, int64_t cols, DType 
     tiles_ = out;
     return;
   }
-  const bool super = activation_format(for_type) == ActivationFormat::kQ8_K;
+  const bool super = format == ActivationFormat::kQ8_K;
   const int64_t block = super ? kQK_K : kQK8_0;
   if (cols % block != 0) {
     fail(
@@ -229,10 +226,6 @@ const char* activation_format_name(ActivationFormat f) {
     default:
       return "float";
   }
-}
-
-bool uses_q8_activations(DType t) {
-  return activation_format(t) != ActivationFormat::kFloat;
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

@@ -114,9 +114,6 @@ class Activations {
   std::vector<int32_t> q8_sum_lo_;
 };
 
-// Whether weights of dtype t take 8-bit activations (Q8_0 or Q8_K: the integer kernels).
-bool uses_q8_activations(DType t);
-
 // y = x · Wᵀ. `x` must have been prepared for w.type() or a type of the same ActivationFormat
 // (Q8_0 and Q4_0 share Q8_0 activations; Q4_K and Q6_K share Q8_K ones). Throws kvasir::Error on
 // a dtype or shape mismatch (checked once per call, outside the inner loops).

@@ -19,8 +19,8 @@
 //     bytes), then the fp16 scales, 8 per block.
 //   Q4_K, Q5_K, Q6_K: a sequence of 256-column super-blocks, each super_bytes() long: its
 //     kSuperMetaBytes = 160 bytes of meta, then its 8 blocks' codes, so that a panel (and a run
-//     of panels) is one sequential stream: no second stream of scales whose start each panel
-//     would wait for (decode of 2048-column matrices, where panels are short, gained ~1.5x).
+//     of panels) is one sequential stream, with no second stream of scales to start per panel
+//     (hot Q6_K GEMV, 1 thread, Zen 4: 20-32 -> 39-44 GB/s; see bench/NOTES.md).
 //   Q4_K: the codes (4-bit, 0..15) in the Q4_0 code layout, 128 bytes per 32-column block; the
 //     meta (kQ4KPanelMetaBytes = 160): the 8 rows' fp16 d, the 8 rows' fp16 dmin, then
 //     sub-block scales sc[8 sub-blocks][8 rows] and mins m[8][8] (uint8, 0..63, unpacked from
