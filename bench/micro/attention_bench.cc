@@ -27,7 +27,7 @@ struct Setup {
     const size_t elems = static_cast<size_t>(n_blocks) * kKvHeads * kBlock * kDim;
     k.resize(elems);
     v.resize(elems);
-    layer = {DType::F16, kBlock, kKvHeads, kDim, n_blocks, k.data(), v.data()};
+    layer = {KVDType::F16, KVDType::F16, kBlock, kKvHeads, kDim, n_blocks, k.data(), v.data()};
     table.resize(n_blocks);
     std::iota(table.begin(), table.end(), 0);
     std::mt19937 rng(1);

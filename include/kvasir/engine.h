@@ -23,6 +23,7 @@
 
 #include "kvasir/sampling/sampling_params.h"
 #include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/kv_quant.h"
 
 namespace kvasir {
 
@@ -38,7 +39,7 @@ struct EngineConfig {
   int max_model_len = 0;         // context per sequence; 0: the model's training context
   int64_t kv_blocks = 0;         // KV cache size in blocks; 0: enough for max_seqs full contexts
   int block_size = 16;
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
   bool prefix_caching = true;
   bool static_batching = false;  // for comparison only: admit a new batch only when all finished
   bool static_padding = true;    // ... and keep finished rows in the batch (padding) until then

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -40,9 +41,8 @@ constexpr std::array<ForeignFlag, 32> kForeignFlags = {{
      "kvasir serve always batches continuously; drop the flag"},
     {"-nocb --no-cont-batching", "-nocb/--no-cont-batching",
      "kvasir serve --static-batching runs static batching, for comparison"},
-    {"-ctk --cache-type-k -ctv --cache-type-v -ctkd --cache-type-k-draft -ctvd "
-     "--cache-type-v-draft",
-     "-ctk/-ctv (--cache-type-k/v)", "K and V share one type here: use --kv-type f16|f32"},
+    {"-ctkd --cache-type-k-draft -ctvd --cache-type-v-draft", "-ctkd/-ctvd",
+     "speculative decoding has no command-line options yet"},
     {"-ub --ubatch-size", "-ub/--ubatch-size",
      "one batch size here: -b/--batch (run, perplexity, imatrix) or --max-batched-tokens (serve)"},
     {"-tb --threads-batch", "-tb/--threads-batch",
@@ -94,6 +94,13 @@ constexpr std::array<ForeignFlag, 32> kForeignFlags = {{
     {"--metrics --slots --props", "", "kvasir serve always exposes /metrics and /health"},
     {"-v --verbose -lv --verbosity --log-verbosity --log-disable --log-file --log-colors", "",
      "no log options here; kvasir serve --log-requests logs each request"},
+}};
+
+// llama.cpp's multi-letter single-dash spellings of options Kvasir has, rewritten to the long
+// name before parsing (where the command has that option).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kSingleDashAliases = {{
+    {"-ctk", "--cache-type-k"},
+    {"-ctv", "--cache-type-v"},
 }};
 
 // KVASIR_* names that already mean something else (tests, scripts); no option takes them.
@@ -347,6 +354,15 @@ PreparedArgs prepare_args(CLI::App& app, int argc, const char* const* argv) {
   int positionals = 0;
   bool only_positional = false;
   for (size_t i = 0; i < in.size(); ++i) {
+    if (!only_positional) {
+      for (const auto& [alias, long_name] : kSingleDashAliases) {
+        const std::string_view w = in[i];
+        if ((w == alias || (w.size() > alias.size() && w.substr(0, alias.size()) == alias &&
+                            w[alias.size()] == '=')) &&
+            cmd->get_option_no_throw(std::string(long_name)))
+          in[i] = std::string(long_name) + std::string(w.substr(alias.size()));
+      }
+    }
     const std::string& a = in[i];
     if (only_positional) {
       positionals++;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 #include "kvasir/bench/model_bench.h"
 #include "kvasir/bench/serve_bench.h"
 #include "kvasir/util/error.h"
@@ -160,7 +161,8 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
 Runner add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Throughput benchmark: pp, tg, batched tg, bandwidth");
   struct Opts {
-    std::string model, batches = "8,16,64", kv_type = "f16";
+    KVTypeOptions kvt;
+    std::string model, batches = "8,16,64";
     int threads = 0;
     bool json = false, bandwidth_only = false;
     double bandwidth_mib = 0;
@@ -180,7 +182,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--tg-prompt", o->b.tg_prompt, "Prompt tokens before tg (default 16)");
   cmd->add_option("--batch-prompt", o->b.batch_prompt,
                   "Prompt tokens per sequence before batched decode (default 128)");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 or f32");
+  add_kv_type_options(cmd, o->kvt);
   cmd->add_flag("--bandwidth", o->bandwidth_only,
                 "Run only the memory-bandwidth probe (no model needed)");
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
@@ -190,10 +192,8 @@ Runner add_bench(CLI::App& app) {
   return [o, serve, serve_cmd]() {
     if (serve_cmd->parsed()) return serve();
     o->b.batches = parse_batches(o->batches);
-    auto kvt = dtype_from_name(o->kv_type);
-    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
-      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
-    o->b.kv_type = *kvt;
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
+    o->b.kv_type = kvt;
     if (o->bandwidth_mib < 0) fail("--bandwidth-mib must be >= 0, got {}", o->bandwidth_mib);
     o->b.bandwidth_bytes = static_cast<size_t>(o->bandwidth_mib * 1024 * 1024);
     if (o->model.empty() && !o->bandwidth_only)
@@ -233,7 +233,7 @@ Runner add_bench(CLI::App& app) {
     labels.dtype = std::string(dtype_name(model->weight_type()));
     if (!o->json) {
       fmt::print("kvasir bench: {} ({}, {}), {} threads, {} reps after a warm-up, KV {}\n",
-                 labels.model, labels.dtype, o->model, labels.threads, o->b.reps, o->kv_type);
+                 labels.model, labels.dtype, o->model, labels.threads, o->b.reps, o->b.kv_type.name());
       fmt::print(
           "weights streamed per decode step: {:.1f} MB; roofline = tok/s x bytes per "
           "step / (seqs x bandwidth)\n",

@@ -47,7 +47,8 @@ Runner add_imatrix(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "imatrix", "Importance matrix of a model over calibration text (as llama-imatrix)");
   struct Opts {
-    std::string model, file, out = "imatrix.gguf", format, kv_type = "f16";
+    KVTypeOptions kvt;
+    std::string model, file, out = "imatrix.gguf", format;
     int ctx = 512, chunks = -1, threads = 0, batch = 512;
     bool process_output = false, no_ppl = false;
   };
@@ -65,14 +66,12 @@ Runner add_imatrix(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("-b,--batch,--batch-size", o->batch,
                   "Tokens per forward step (llama.cpp's --ubatch-size; default 512)");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 or f32");
+  add_kv_type_options(cmd, o->kvt);
   return [o]() {
     check_input_file(o->model, "model");
     check_text_file(o->file, "text file");
     check_output_path(o->out);
-    auto kvt = dtype_from_name(o->kv_type);
-    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
-      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
     if (o->ctx < 4) fail("-c/--ctx-size: a chunk needs at least 4 tokens, got {}", o->ctx);
     if (o->batch <= 0) fail("-b/--batch-size: must be positive, got {}", o->batch);
     if (o->chunks == 0) fail("--chunks: 0 chunks leave nothing to compute");
@@ -96,7 +95,7 @@ Runner add_imatrix(CLI::App& app) {
     co.process_output = o->process_output;
     co.compute_ppl = !o->no_ppl;
     co.ubatch = o->batch;
-    co.kv_type = *kvt;
+    co.kv_type = kvt;
     const int n_chunks = static_cast<int>(
         std::min<size_t>(tokens.size() / static_cast<size_t>(o->ctx),
                          o->chunks > 0 ? static_cast<size_t>(o->chunks) : SIZE_MAX));

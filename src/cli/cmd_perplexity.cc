@@ -17,7 +17,8 @@ namespace kvasir::cli {
 Runner add_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "Perplexity of a model over a text file");
   struct Opts {
-    std::string model, file, kv_type = "f16";
+    KVTypeOptions kvt;
+    std::string model, file;
     int ctx = 512, chunks = -1, threads = 0, batch = 512;
     bool json = false;
   };
@@ -28,15 +29,13 @@ Runner add_perplexity(CLI::App& app) {
   cmd->add_option("--chunks", o->chunks, "Evaluate at most this many chunks");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("-b,--batch,--batch-size", o->batch, "Tokens per forward step");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 or f32");
+  add_kv_type_options(cmd, o->kvt);
   cmd->add_flag("--json", o->json, "Print one JSON object");
   return [o]() {
     // Inputs first: a binary file (e.g. -f model.gguf) is refused, not scored as text.
     check_input_file(o->model, "model");
     check_text_file(o->file, "text file");
-    auto kvt = dtype_from_name(o->kv_type);
-    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
-      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
     const std::string text = read_input_file(o->file, "text file");
     auto model = Model::load(o->model);
     Tokenizer tok = Tokenizer::from_gguf(model->file());
@@ -46,7 +45,7 @@ Runner add_perplexity(CLI::App& app) {
     po.ctx = o->ctx;
     po.max_chunks = o->chunks;
     po.max_batch = o->batch;
-    po.kv_type = *kvt;
+    po.kv_type = kvt;
     po.bos_id = tok.add_bos() ? tok.bos_id() : -1;
     auto progress = [&](int c, double ppl) {
       if (!o->json) fmt::print(stderr, "[{}] {:.4f}\n", c + 1, ppl);

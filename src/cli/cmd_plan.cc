@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 #include "kvasir/engine/memory_plan.h"
 #include "kvasir/model/model.h"
 #include "kvasir/util/error.h"
@@ -17,7 +18,8 @@ namespace kvasir::cli {
 Runner add_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plan the memory of a serving engine (KV cache blocks)");
   struct Opts {
-    std::string model, memory, kv_dtype = "f16";
+    KVTypeOptions kvt;
+    std::string model, memory;
     PlanOptions plan;
     std::string margin;
   };
@@ -32,7 +34,7 @@ Runner add_plan(CLI::App& app) {
                   "Sequences running at once (default 64)");
   cmd->add_option("--max-batched-tokens,--max-num-batched-tokens", o->plan.max_batched_tokens,
                   "Tokens per engine step (default 512)");
-  cmd->add_option("--kv-dtype,--kv-type", o->kv_dtype, "KV cache dtype: f16 (default) or f32");
+  add_kv_type_options(cmd, o->kvt);
   cmd->add_option("--margin", o->margin, "Fixed headroom kept free (default 64MiB)");
   return [o]() {
     PlanOptions opt = o->plan;
@@ -44,10 +46,8 @@ Runner add_plan(CLI::App& app) {
       fail("--memory: cannot read the available memory from /proc/meminfo; pass --memory");
     }
     if (!o->margin.empty()) opt.margin_bytes = parse_size(o->margin, "--margin");
-    auto kvt = dtype_from_name(o->kv_dtype);
-    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
-      fail("--kv-dtype: expected f16 or f32, got '{}'", o->kv_dtype);
-    opt.kv_type = *kvt;
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
+    opt.kv_type = kvt;
     auto model = Model::load(o->model, Model::LoadOptions{.pack = false});
     warn_if_past_trained_context(opt.ctx, model->config().ctx_train);
     Plan plan = plan_memory(model->config(), static_cast<int64_t>(model->weight_bytes()), opt);

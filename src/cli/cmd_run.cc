@@ -33,7 +33,8 @@ void emit(std::string_view s) {
 Runner add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   struct Opts {
-    std::string model, prompt, prompt_file, kv_type = "f16";
+    KVTypeOptions kvt;
+    std::string model, prompt, prompt_file;
     int n = 256, threads = 0, ctx = 0, batch = 512;
     bool parse_special = true, ignore_eos = false, quiet = false;
     std::optional<uint64_t> seed;
@@ -68,7 +69,7 @@ Runner add_run(CLI::App& app) {
                   "Context size (default: prompt + n, at most the model's)");
   cmd->add_option("-b,--batch,--batch-size", o->batch,
                   "Prompt tokens per forward step (default 512)");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache dtype: f16 (default) or f32");
+  add_kv_type_options(cmd, o->kvt);
   cmd->add_flag("!--no-parse-special", o->parse_special,
                 "Treat special-token text in the prompt as plain text");
   cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
@@ -80,9 +81,7 @@ Runner add_run(CLI::App& app) {
       check_text_file(o->prompt_file, "prompt file");
       prompt = read_input_file(o->prompt_file, "prompt file");
     }
-    auto kvt = dtype_from_name(o->kv_type);
-    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
-      fail("--kv-type: expected f16 or f32, got '{}'", o->kv_type);
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
     const double t_load0 = now_seconds();
     auto model = Model::load(o->model);
     Tokenizer tok = Tokenizer::from_gguf(model->file());
@@ -123,7 +122,7 @@ Runner add_run(CLI::App& app) {
     SequenceRunnerOptions ro;
     ro.max_ctx = ctx;
     ro.max_batch = o->batch;
-    ro.kv_type = *kvt;
+    ro.kv_type = kvt;
     SequenceRunner runner(*model, pool, ro);
 
     // Only BOS in front: the text starts here, so drop SentencePiece's leading space as llama.cpp.
@@ -173,7 +172,7 @@ Runner add_run(CLI::App& app) {
                  "{}, seed {}\n[kvasir] prefill: {} tokens in {:.3f} s ({:.1f} tok/s); decode: {} "
                  "tokens in {:.3f} s ({:.1f} tok/s); stop: {}\n",
                  o->model, dtype_name(model->weight_type()), model->weight_bytes() / 1048576.0,
-                 t_load, runner.backend().description(), o->kv_type, sampler.seed(), n_prompt,
+                 t_load, runner.backend().description(), kvt.name(), sampler.seed(), n_prompt,
                  t_prefill, n_prompt / std::max(t_prefill, 1e-9), generated, t_decode,
                  generated > 1 ? (generated - 1) / std::max(t_decode, 1e-9) : 0.0, reason);
     }

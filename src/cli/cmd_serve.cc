@@ -31,7 +31,8 @@ namespace kvasir::cli {
 Runner add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   struct Opts {
-    std::string model, host = "127.0.0.1", memory, kv_dtype = "f16", api_key_file, model_name,
+    KVTypeOptions kvt;
+    std::string model, host = "127.0.0.1", memory, api_key_file, model_name,
                        chat_template, max_body = "32MiB", ssl_cert_file, ssl_key_file,
                        log_format = "text", log_level = "info";
     int port = 8080, max_seqs = 64, max_batched_tokens = 512, ctx = 0, max_queue = 256, threads = 0,
@@ -56,7 +57,7 @@ Runner add_serve(CLI::App& app) {
                   "Tokens per step (default 512)");
   cmd->add_option("-c,--ctx,--ctx-size,--max-model-len", o->ctx,
                   "Max tokens per sequence (default: the model's context)");
-  cmd->add_option("--kv-dtype,--kv-type", o->kv_dtype, "KV cache dtype: f16 (default) or f32");
+  add_kv_type_options(cmd, o->kvt);
   cmd->add_option("--api-key-file", o->api_key_file,
                   "File of accepted API keys, one per line (enables bearer auth on /v1)");
   cmd->add_option("--api-key", o->api_keys,
@@ -121,9 +122,7 @@ Runner add_serve(CLI::App& app) {
                 "/metrics asks for an API key too (it shows spend per key label, never keys)");
   return [o]() {
     log::configure(log::parse_level(o->log_level), log::parse_format(o->log_format));
-    auto kvt = dtype_from_name(o->kv_dtype);
-    if (!kvt || (*kvt != DType::F16 && *kvt != DType::F32))
-      fail("--kv-dtype: expected f16 or f32, got '{}'", o->kv_dtype);
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
     if (o->port < 0 || o->port > 65535) fail("--port: expected 0..65535, got {}", o->port);
     if (o->static_no_padding && !o->static_batching)
       fail("--static-no-padding only applies with --static-batching");
@@ -177,7 +176,7 @@ Runner add_serve(CLI::App& app) {
     ec.max_seqs = o->max_seqs;
     ec.max_batched_tokens = o->max_batched_tokens;
     ec.max_model_len = o->ctx > 0 ? o->ctx : mc.ctx_train;
-    ec.kv_type = *kvt;
+    ec.kv_type = kvt;
     ec.static_batching = o->static_batching;
     ec.static_padding = !o->static_no_padding;
     ec.prefix_caching = !o->no_prefix_caching;
@@ -236,7 +235,7 @@ Runner add_serve(CLI::App& app) {
     for (const auto& t : model->file().tensors()) mi.n_params += t.n_elements();
     mi.size_bytes = static_cast<int64_t>(model->weight_bytes());
     mi.weight_type = std::string(dtype_name(model->weight_type()));
-    mi.kv_type = std::string(dtype_name(ec.kv_type));
+    mi.kv_type = ec.kv_type.name();
     {
       const BuildInfo& b = build_info();
       mi.version = fmt::format("{} ({}, {}, {})", b.version, b.commit, b.build_type, b.compiler);

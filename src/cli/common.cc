@@ -144,4 +144,25 @@ server::ApiKeys collect_api_keys(const std::vector<std::string>& keys, const std
   return all;
 }
 
+void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o) {
+  const std::string names(kv_dtype_choices());
+  cmd->add_option("--kv-dtype,--kv-type", o.kv, "KV cache dtype of K and V: " + names +
+                                                    " (default f16)");
+  cmd->add_option("--cache-type-k", o.k, "KV cache dtype of K only (also -ctk; default: --kv-dtype)");
+  cmd->add_option("--cache-type-v", o.v, "KV cache dtype of V only (also -ctv; default: --kv-dtype)");
+}
+
+KVCacheType resolve_kv_type(const KVTypeOptions& o) {
+  auto parse = [](const std::string& value, std::string_view flag) {
+    auto t = kv_dtype_from_name(value);
+    if (!t) fail("{}: unknown KV cache dtype '{}' (expected {})", flag, value, kv_dtype_choices());
+    return *t;
+  };
+  const KVDType both = parse(o.kv, "--kv-dtype");
+  KVCacheType t{both, both};
+  if (!o.k.empty()) t.k = parse(o.k, "--cache-type-k");
+  if (!o.v.empty()) t.v = parse(o.v, "--cache-type-v");
+  return t;
+}
+
 }  // namespace kvasir::cli

@@ -29,6 +29,7 @@
 
 #include "kvasir/chat/builtin_templates.h"
 #include "kvasir/server/api_keys.h"
+#include "kvasir/tensor/kv_quant.h"
 
 namespace kvasir::cli {
 
@@ -104,5 +105,17 @@ ChatTemplateChoice choose_chat_template(const std::string& value, std::string_vi
 // so their labels key1.. are the server's) then the --api-key values. Throws kvasir::Error naming
 // the file or the flag, never a key.
 server::ApiKeys collect_api_keys(const std::vector<std::string>& keys, const std::string& file);
+
+// The KV cache dtype options every command that runs the model takes: --kv-dtype (alias
+// --kv-type) for K and V, and llama.cpp's --cache-type-k / --cache-type-v (-ctk / -ctv) for one
+// of them. The dtype names are tensor/kv_quant.h's.
+struct KVTypeOptions {
+  std::string kv = "f16";
+  std::string k;  // "" = as --kv-dtype
+  std::string v;
+};
+void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o);
+// Throws kvasir::Error naming the flag and the accepted names for an unknown dtype.
+KVCacheType resolve_kv_type(const KVTypeOptions& o);
 
 }  // namespace kvasir::cli

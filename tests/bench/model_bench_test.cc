@@ -64,7 +64,7 @@ TEST(ModelBench, ProducesEveryFigureWithSaneStatistics) {
 
   // Bytes per step of tg2: the streamed weights once, plus each sequence's K/V rows for
   // positions 0..n_past (prompt 6, then steps k = 0..7 read 7+k positions), averaged over steps.
-  const double kv_tok = static_cast<double>(model->kv_shape(DType::F16).bytes_per_token());
+  const double kv_tok = static_cast<double>(model->kv_shape().bytes_per_token());
   double positions = 0;
   for (int k = 0; k < o.tg; ++k) positions += o.batch_prompt + k + 1;
   const double want_bytes =

@@ -36,7 +36,7 @@ TEST(CliArgs, LlamaCppShortFlagsAreNamedWithAHint) {
       << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   // The serving ones.
-  for (const char* flag : {"-np 4", "-cb", "-ctk f16", "-ctv f16", "-fa on", "-ub 512"}) {
+  for (const char* flag : {"-np 4", "-cb", "-ctkd f16", "-fa on", "-ub 512"}) {
     r = kvasir("serve -m " + q(stories()) + " " + flag);
     EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
     const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));

@@ -106,10 +106,32 @@ TEST(CliPlan, PrintsThePlanAndRefusesOneThatCannotHoldASequence) {
       kvasir("plan -m " + stories() + " --ctx 256 --max-seqs 32 --kv-dtype f16 --memory 128MiB");
   ASSERT_EQ(r.code, 0) << r.err;
   // 5 layers x 4 KV heads x 8 dims x 2 (K and V) x 2 bytes (f16) = 640 bytes per token.
-  EXPECT_NE(r.out.find("KV bytes per token        640 B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV bytes per token        5 layers x 4 KV heads x (K 16 B (f16: 8 x 2 B) "
+                       "+ V 16 B (f16: 8 x 2 B)) = 640 B"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("blocks that fit"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("largest batch at ctx      32 sequences of 256 tokens"), std::string::npos)
       << r.out;
+
+  // Quantized: int8 rows are 8 codes + a 2-byte scale; llama.cpp's -ctk/-ctv name K and V apart.
+  r = kvasir("plan -m " + stories() + " --ctx 256 --max-seqs 32 --kv-dtype int8 --memory 128MiB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(K 10 B (int8: 8 B codes + 2 B scale) + V 10 B (int8: 8 B codes + 2 B "
+                       "scale)) = 400 B (62.5% of f16's 640 B)"),
+            std::string::npos)
+      << r.out;
+  r = kvasir("plan -m " + stories() + " --ctx 256 -ctk q8_0 -ctv q4_0 --memory 128MiB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("KV k=int8,v=int4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("V 7 B (int4: 4 B codes + 1 x 3 B scale and zero point)) = 340 B"),
+            std::string::npos)
+      << r.out;
+  r = kvasir("plan -m " + stories() + " --ctx 256 --cache-type-v q5_1 --memory 128MiB");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--cache-type-v: unknown KV cache dtype 'q5_1' (expected f16, f32, int8"),
+            std::string::npos)
+      << r.err;
 
   r = kvasir("plan -m " + stories() + " --ctx 256 --max-seqs 32 --memory 1MiB");
   EXPECT_EQ(r.code, 1);

@@ -26,9 +26,10 @@ test_util::Stories260K& fx() {
 }
 
 // Greedy continuation computed alone, token by token, with the offline runner.
-std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n) {
+std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n, KVCacheType kv = {}) {
   ThreadPool pool(1);
   SequenceRunnerOptions o;
+  o.kv_type = kv;
   o.max_ctx = static_cast<int>(prompt.size()) + n + 1;
   SequenceRunner r(*fx().model, pool, o);
   std::vector<int32_t> out;
@@ -103,7 +104,7 @@ void run_and_check(const EngineConfig& cfg, const Workload& w, EngineStats* stat
   c.wait(static_cast<int>(ids.size()));
   engine.wait_idle();
   for (size_t i = 0; i < ids.size(); ++i) {
-    auto expect = alone(w.prompts[i], w.n_out[i]);
+    auto expect = alone(w.prompts[i], w.n_out[i], cfg.kv_type);
     ASSERT_EQ(c.tokens[ids[i]], expect) << "request " << i << " (prompt " << w.prompts[i].size()
                                         << " tokens) differs from the same request run alone";
     EXPECT_EQ(c.final_out[ids[i]].finish_reason, FinishReason::kLength);
@@ -178,6 +179,56 @@ TEST(Engine, PrefixCacheHitGivesIdenticalOutput) {
   EXPECT_EQ(s.prefix_hits, 576u);
   EXPECT_EQ(s.prefix_queries, a.size() * 2 + b.size());
 }
+
+// The same guarantees with a quantized KV cache: a row's quantization depends on that row only,
+// so batching, preemption (recompute) and prefix-cache hits change nothing.
+class EngineKVDtype : public ::testing::TestWithParam<KVDType> {};
+
+TEST_P(EngineKVDtype, ConcurrentRequestsUnderPreemptionMatchRunningAlone) {
+  EngineConfig cfg;
+  cfg.kv_type = {GetParam(), GetParam()};
+  cfg.max_seqs = 16;
+  cfg.max_batched_tokens = 64;
+  cfg.max_model_len = 192;
+  cfg.kv_blocks = 192 / 16 + 6;
+  cfg.threads = 2;
+  EngineStats s;
+  run_and_check(cfg, make_workload(40, 6, 100, 60), &s);
+  EXPECT_GT(s.preemptions, 0u) << "the pool was meant to be too small for the load";
+}
+
+TEST_P(EngineKVDtype, PrefixCacheHitGivesIdenticalOutput) {
+  EngineConfig cfg;
+  cfg.kv_type = {GetParam(), GetParam()};
+  cfg.max_model_len = 256;
+  cfg.max_seqs = 4;
+  Engine engine(*fx().model, fx().tok, cfg);
+  std::vector<int32_t> shared(100);
+  std::mt19937 rng(7);
+  shared[0] = 1;
+  for (size_t i = 1; i < shared.size(); ++i) shared[i] = 3 + static_cast<int32_t>(rng() % 509);
+  std::vector<int32_t> a = shared, b = shared;
+  a.insert(a.end(), {10, 20, 30});
+  b.insert(b.end(), {40, 50});
+  Collector c;
+  uint64_t ia = engine.submit(greedy(a, 30), c.sink());
+  c.wait(1);
+  uint64_t ib = engine.submit(greedy(b, 30), c.sink());
+  uint64_t ia2 = engine.submit(greedy(a, 30), c.sink());
+  c.wait(3);
+  EXPECT_EQ(c.final_out[ib].cached_tokens, 96);
+  EXPECT_EQ(c.final_out[ia2].cached_tokens, 96);
+  EXPECT_EQ(c.tokens[ia], alone(a, 30, cfg.kv_type));
+  EXPECT_EQ(c.tokens[ib], alone(b, 30, cfg.kv_type));
+  EXPECT_EQ(c.tokens[ia2], c.tokens[ia]);
+}
+
+INSTANTIATE_TEST_SUITE_P(KVDtypes, EngineKVDtype,
+                         ::testing::Values(KVDType::Int8, KVDType::FP8E4M3, KVDType::FP8E5M2,
+                                           KVDType::Int4, KVDType::F32),
+                         [](const ::testing::TestParamInfo<KVDType>& i) {
+                           return std::string(kv_dtype_name(i.param));
+                         });
 
 TEST(Engine, WholePromptCachedStillComputesLastToken) {
   EngineConfig cfg;

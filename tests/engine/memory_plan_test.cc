@@ -40,10 +40,43 @@ ModelConfig llama2_7b() {
 TEST(MemoryPlan, KvBytesPerToken) {
   // Llama-2-7B keeps 0.5 MiB of f16 K and V per token (2 x 32 layers x 4096 x 2 bytes), the
   // figure vLLM's and llama.cpp's documentation quote.
-  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), DType::F16), 524288);
+  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), {}), 524288);
   // stories260K: 2 x 5 layers x 4 KV heads x 8 dims x 2 bytes.
-  EXPECT_EQ(kv_bytes_per_token(stories260k(), DType::F16), 640);
-  EXPECT_EQ(kv_bytes_per_token(stories260k(), DType::F32), 1280);
+  EXPECT_EQ(kv_bytes_per_token(stories260k(), {}), 640);
+  EXPECT_EQ(kv_bytes_per_token(stories260k(), {KVDType::F32, KVDType::F32}), 1280);
+}
+
+TEST(MemoryPlan, QuantizedKvBytesPerTokenCountTheirScales) {
+  // Llama-2-7B: 32 layers x 32 KV heads x (K + V) rows of 128 values.
+  const int64_t rows = 32 * 32 * 2;
+  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), {KVDType::Int8, KVDType::Int8}), rows * (128 + 2));
+  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), {KVDType::FP8E5M2, KVDType::FP8E5M2}),
+            rows * (128 + 2));
+  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), {KVDType::Int4, KVDType::Int4}), rows * (64 + 4 * 3));
+  EXPECT_EQ(kv_bytes_per_token(llama2_7b(), {KVDType::F16, KVDType::Int4}),
+            rows / 2 * (256 + 64 + 12));
+  EXPECT_EQ(kv_bytes_per_token_formula(llama2_7b(), {KVDType::Int8, KVDType::Int8}),
+            "32 layers x 32 KV heads x (K 130 B (int8: 128 B codes + 2 B scale) + V 130 B (int8: "
+            "128 B codes + 2 B scale)) = 266240 B");
+}
+
+TEST(MemoryPlan, QuantizedKvHoldsMoreSequencesAtFullContext) {
+  // At a fixed budget the largest batch at full context grows with the KV bytes saved.
+  PlanOptions o;
+  o.memory_bytes = int64_t{16} << 30;
+  o.ctx = 4096;
+  o.max_seqs = 1000;
+  const int64_t weights = int64_t{13} << 29;
+  const Plan f16 = plan_memory(llama2_7b(), weights, o);
+  o.kv_type = {KVDType::Int8, KVDType::Int8};
+  const Plan i8 = plan_memory(llama2_7b(), weights, o);
+  o.kv_type = {KVDType::Int4, KVDType::Int4};
+  const Plan i4 = plan_memory(llama2_7b(), weights, o);
+  EXPECT_EQ(f16.max_batch_at_ctx, f16.kv_budget_bytes / (f16.kv_bytes_per_token * 4096));
+  EXPECT_GE(i8.max_batch_at_ctx, f16.max_batch_at_ctx * 128 / 65 - 1);  // 256 B -> 130 B a row
+  EXPECT_GE(i4.max_batch_at_ctx, f16.max_batch_at_ctx * 256 / 76 - 1);
+  EXPECT_NE(describe_plan(i8).find("(50.8% of f16's 524288 B)"), std::string::npos)
+      << describe_plan(i8);
 }
 
 TEST(MemoryPlan, SplitsTheBudget) {
@@ -117,9 +150,6 @@ TEST(MemoryPlan, RefusesWhenOneSequenceDoesNotFit) {
   EXPECT_THROW(plan_memory(llama2_7b(), int64_t{13} << 29, o), Error);
   // Invalid options.
   o.memory_bytes = int64_t{64} << 30;
-  o.kv_type = DType::Q8_0;
-  EXPECT_THROW(plan_memory(llama2_7b(), 0, o), Error);
-  o.kv_type = DType::F16;
   o.max_seqs = 0;
   EXPECT_THROW(plan_memory(llama2_7b(), 0, o), Error);
 }

@@ -19,7 +19,9 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -28,6 +30,7 @@
 
 #include "kernels_test_util.h"
 #include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/kv_quant.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cpu {
@@ -35,11 +38,26 @@ namespace {
 
 constexpr float kTol = 5e-6f;
 
+constexpr KVCacheType kF16{KVDType::F16, KVDType::F16};
+constexpr KVCacheType kF32{KVDType::F32, KVDType::F32};
+constexpr KVCacheType kInt8{KVDType::Int8, KVDType::Int8};
+constexpr KVCacheType kE4M3{KVDType::FP8E4M3, KVDType::FP8E4M3};
+constexpr KVCacheType kE5M2{KVDType::FP8E5M2, KVDType::FP8E5M2};
+constexpr KVCacheType kInt4{KVDType::Int4, KVDType::Int4};
+
+// "h8_kv2_d64_k_int8_v_int4": a test name from a shape.
+std::string shape_name(int h, int kv, int d, const KVCacheType& t) {
+  std::string n = fmt::format("h{}_kv{}_d{}_{}", h, kv, d, t.name());
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
 // A paged KV layer with random non-contiguous block tables and random K/V for every position of
 // every sequence, written through kv_write().
 struct World {
   int n_heads, n_kv_heads, head_dim, block_size;
-  DType type;
+  KVCacheType type;
   std::vector<int> seq_len;
   std::vector<std::vector<int32_t>> tables;
   std::vector<AttentionSeq> seqs;
@@ -50,7 +68,7 @@ struct World {
   // K/V rows for every (seq, position), n_kv_heads * head_dim each (to rewrite a fresh cache)
   std::vector<std::vector<float>> k_of, v_of;
 
-  World(int n_heads_, int n_kv_heads_, int head_dim_, DType type_, std::vector<int> lens,
+  World(int n_heads_, int n_kv_heads_, int head_dim_, KVCacheType type_, std::vector<int> lens,
         uint32_t seed, int block_size_ = 16)
       : n_heads(n_heads_),
         n_kv_heads(n_kv_heads_),
@@ -73,12 +91,14 @@ struct World {
     }
     for (auto& t : tables) seqs.push_back({t.data(), static_cast<int32_t>(t.size())});
 
-    const size_t elems = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim;
-    const size_t esize = type == DType::F16 ? 2 : 4;
-    // Fill unused slots with NaN bit patterns: the kernel must never let them leak.
-    kbuf.assign(elems * esize, 0xff);
-    vbuf.assign(elems * esize, 0xff);
-    layer = {type, block_size, n_kv_heads, head_dim, n_blocks, kbuf.data(), vbuf.data()};
+    layer = {type.k, type.v, block_size, n_kv_heads, head_dim, n_blocks, nullptr, nullptr};
+    const size_t tiles = static_cast<size_t>(n_blocks) * n_kv_heads;
+    // Fill unused slots with NaN bit patterns (a NaN fp16 scale for the quantized dtypes): the
+    // kernel must never let them leak.
+    kbuf.assign(tiles * layer.k_tile_bytes(), 0xff);
+    vbuf.assign(tiles * layer.v_tile_bytes(), 0xff);
+    layer.k = kbuf.data();
+    layer.v = vbuf.data();
 
     const int qrow = n_heads * head_dim, kvrow = n_kv_heads * head_dim;
     for (size_t s = 0; s < seq_len.size(); ++s) {
@@ -164,7 +184,7 @@ float max_error(const World& w, const std::vector<std::pair<int, int>>& tokens, 
 
 struct Shape {
   int n_heads, n_kv_heads, head_dim;
-  DType type;
+  KVCacheType type;
 };
 
 class AttentionVsReference : public ::testing::TestWithParam<Shape> {};
@@ -186,31 +206,38 @@ TEST_P(AttentionVsReference, DecodeOneQueryPerSequence) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionVsReference,
-    ::testing::Values(Shape{8, 2, 64, DType::F16}, Shape{8, 2, 64, DType::F32},   // GQA
-                      Shape{4, 1, 32, DType::F16}, Shape{4, 1, 128, DType::F32},  // MQA
-                      Shape{8, 2, 128, DType::F16}, Shape{2, 2, 32, DType::F32},  // MHA
-                      Shape{6, 3, 36, DType::F16}, Shape{3, 1, 20, DType::F32}),  // odd dims
+    ::testing::Values(Shape{8, 2, 64, kF16}, Shape{8, 2, 64, kF32},   // GQA
+                      Shape{4, 1, 32, kF16}, Shape{4, 1, 128, kF32},  // MQA
+                      Shape{8, 2, 128, kF16}, Shape{2, 2, 32, kF32},  // MHA
+                      Shape{6, 3, 36, kF16}, Shape{3, 1, 20, kF32},   // odd dims
+                      // quantized caches: the reference reads the same dequantized values
+                      Shape{8, 2, 64, kInt8}, Shape{4, 1, 32, kE4M3}, Shape{8, 2, 128, kE5M2},
+                      Shape{8, 2, 64, kInt4}, Shape{6, 3, 36, kInt4}, Shape{3, 1, 20, kInt8},
+                      Shape{2, 2, 32, kE4M3}, Shape{8, 4, 8, kInt4},  // stories260K's head
+                      Shape{8, 4, 8, kInt8}, Shape{4, 2, 80, kInt4},
+                      Shape{8, 2, 64, {KVDType::Int8, KVDType::Int4}},  // K and V differ
+                      Shape{4, 4, 32, {KVDType::F16, KVDType::FP8E4M3}},
+                      Shape{4, 4, 32, {KVDType::F32, KVDType::F16}}),
     [](const ::testing::TestParamInfo<Shape>& i) {
-      return fmt::format("h{}_kv{}_d{}_{}", i.param.n_heads, i.param.n_kv_heads, i.param.head_dim,
-                         dtype_name(i.param.type));
+      return shape_name(i.param.n_heads, i.param.n_kv_heads, i.param.head_dim, i.param.type);
     });
 
 TEST(Attention, LongContext2000) {
-  for (DType type : {DType::F16, DType::F32}) {
+  for (KVCacheType type : {kF16, kF32, kInt8, kE4M3, kInt4}) {
     World w(8, 2, 64, type, {2000}, 3);
     ThreadPool pool(2);
     // The decode query and a prefill chunk at the end of the prompt.
     std::vector<std::pair<int, int>> tokens;
     for (int p = 1985; p < 2000; ++p) tokens.emplace_back(0, p);
     const float err = max_error(w, tokens, pool);
-    EXPECT_LT(err, kTol) << dtype_name(type);
+    EXPECT_LT(err, kTol) << type.name();
   }
 }
 
 TEST(Attention, OtherBlockSizes) {
   // Block sizes that are not a multiple of 8 exercise the 4- and 1-key score paths.
   for (int bs : {1, 5, 8, 32}) {
-    World w(8, 2, 64, DType::F16, {1, 9, 40}, 4, bs);
+    World w(8, 2, 64, kF16, {1, 9, 40}, 4, bs);
     ThreadPool pool(2);
     EXPECT_LT(max_error(w, prefill_tokens(w), pool), kTol) << "block_size " << bs;
   }
@@ -219,18 +246,77 @@ TEST(Attention, OtherBlockSizes) {
 TEST(Attention, EverySimdTargetMatchesReference) {
   ThreadPool pool(2);
   for_each_target([&] {
-    World w(8, 2, 64, DType::F16, {3, 17, 50}, 5);
+    World w(8, 2, 64, kF16, {3, 17, 50}, 5);
     EXPECT_LT(max_error(w, prefill_tokens(w), pool), kTol);
-    World m(3, 1, 36, DType::F32, {1, 33}, 6);
+    World m(3, 1, 36, kF32, {1, 33}, 6);
     EXPECT_LT(max_error(m, prefill_tokens(m), pool), kTol);
+    for (KVCacheType t : {kInt8, kE4M3, kE5M2, kInt4}) {
+      World q(8, 2, 64, t, {3, 17, 50}, 5);
+      EXPECT_LT(max_error(q, prefill_tokens(q), pool), kTol) << t.name();
+      World r(3, 1, 36, t, {1, 33}, 6);  // a ragged head: whole-row dequantization
+      EXPECT_LT(max_error(r, prefill_tokens(r), pool), kTol) << t.name();
+    }
   });
+}
+
+TEST(Attention, QuantizedValuesReadBackExactlyAsTheReferenceDequantizer) {
+  // Position 0 sees key 0 alone: out = 1 * V_0 / 1, so the kernel's output is its dequantized V
+  // row itself, which must be kv_dequantize_row's bit for bit (the SIMD readers are exact
+  // rewrites of code x scale), on every target. K goes through the same reader.
+  ThreadPool pool(1);
+  for_each_target([&] {
+    for (KVCacheType t : {kInt8, kE4M3, kE5M2, kInt4, KVCacheType{KVDType::Int8, KVDType::FP8E4M3}}) {
+      for (int dim : {8, 36, 64, 128}) {
+        World w(4, 2, dim, t, {3}, 30 + dim);
+        Batch b(w, {{0, 0}});
+        attention(w.layer, b.args, pool);
+        const KVRowLayout L = kv_row_layout(t.v, dim);
+        for (int g = 0; g < 2; ++g) {
+          const size_t tile = static_cast<size_t>(w.tables[0][0]) * 2 + g;
+          const uint8_t* base = w.vbuf.data() + tile * w.layer.v_tile_bytes();
+          std::vector<float> want(dim);
+          kv_dequantize_row(t.v, base, base + w.block_size * L.code_bytes, dim, want.data());
+          for (int h = 2 * g; h < 2 * g + 2; ++h)
+            for (int d = 0; d < dim; ++d)
+              ASSERT_EQ(b.out[h * dim + d], want[d]) << t.name() << " dim " << dim << " d " << d;
+        }
+      }
+    }
+  });
+}
+
+TEST(Attention, QuantizedCacheStaysCloseToF32) {
+  // The same K/V stored in f32 and in each quantized dtype; the outputs differ by what the
+  // quantization of K (through the scores) and V does. Bounds: |v| <= 1, |q| <= 2, D = 64, scale
+  // 1/8. int8: per-value error <= amax/254 ~ 0.004, so a score moves by <= 0.125 * 64 * 2 *
+  // 0.004 = 0.06 at worst (random signs: ~0.01), softmax weights by ~1%, the output by ~0.01;
+  // fp8 e4m3 has 3 mantissa bits (relative error 1/16), e5m2 2 bits (1/8), int4 steps of
+  // 2/15 (error <= 0.13). Observed maxima (seed 40): int8 3.9e-3, e4m3 3.5e-2, e5m2 7.1e-2,
+  // int4 6.6e-2; the bounds below leave ~3x. A wrong scale or code would be off by O(1).
+  ThreadPool pool(2);
+  World f(8, 2, 64, kF32, {1, 40, 300}, 40);
+  Batch want(f, decode_tokens(f));
+  attention(f.layer, want.args, pool);
+  const std::pair<KVCacheType, float> cases[] = {
+      {kInt8, 0.012f}, {kE4M3, 0.1f}, {kE5M2, 0.2f}, {kInt4, 0.2f}};
+  for (const auto& [t, bound] : cases) {
+    World q(8, 2, 64, t, {1, 40, 300}, 40);  // same seed: same q, K and V
+    Batch got(q, decode_tokens(q));
+    attention(q.layer, got.args, pool);
+    float err = 0;
+    for (size_t i = 0; i < got.out.size(); ++i)
+      err = std::max(err, std::abs(got.out[i] - want.out[i]));
+    EXPECT_LT(err, bound) << t.name();
+    EXPECT_GT(err, 0.0f) << t.name() << ": quantization had no effect";
+    std::printf("[ info ] %s: max |out - f32 out| = %.3g\n", t.name().c_str(), err);
+  }
 }
 
 TEST(Attention, ScalarTargetIsReallyDispatched) {
   // Guards for_each_target: the scalar target does not fuse multiply-adds, so its results differ
   // (in the last bits) from the AVX2 ones. Otherwise SetSupportedTargetsForTest did nothing.
   if ((hwy::SupportedTargets() & (HWY_AVX2 | HWY_AVX3)) == 0) GTEST_SKIP() << "no AVX2";
-  World w(8, 2, 64, DType::F32, {40}, 7);
+  World w(8, 2, 64, kF32, {40}, 7);
   ThreadPool pool(1);
   Batch a(w, prefill_tokens(w)), b(w, prefill_tokens(w));
   attention(w.layer, a.args, pool);
@@ -242,7 +328,7 @@ TEST(Attention, ScalarTargetIsReallyDispatched) {
 
 TEST(Attention, CausalFirstTokenSeesOnlyItself) {
   // Position 0 attends to key 0 alone: out = v_0 (up to the f16 storage of V).
-  World w(4, 2, 32, DType::F32, {10}, 8);
+  World w(4, 2, 32, kF32, {10}, 8);
   ThreadPool pool(1);
   Batch b(w, {{0, 0}});
   attention(w.layer, b.args, pool);
@@ -335,18 +421,20 @@ TEST_P(AttentionInvariance, ThreadCountDoesNotMatter) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
                          // MHA shapes (one row per decode item) read the cache in place
                          // when alone and through a converted tile in a batch: both must agree.
-                         ::testing::Values(Shape{8, 2, 64, DType::F16}, Shape{4, 4, 32, DType::F32},
-                                           Shape{4, 1, 128, DType::F16},
-                                           Shape{6, 6, 64, DType::F16},
-                                           Shape{2, 2, 24, DType::F16}),
+                         ::testing::Values(Shape{8, 2, 64, kF16}, Shape{4, 4, 32, kF32},
+                                           Shape{4, 1, 128, kF16},
+                                           Shape{6, 6, 64, kF16},
+                                           Shape{2, 2, 24, kF16}, Shape{8, 2, 64, kInt8},
+                                           Shape{6, 6, 64, kE4M3}, Shape{4, 4, 32, kInt4},
+                                           Shape{4, 4, 32, {KVDType::F16, KVDType::F32}},
+                                           Shape{8, 4, 8, kE5M2}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
-                           return fmt::format("h{}_kv{}_d{}_{}", i.param.n_heads,
-                                              i.param.n_kv_heads, i.param.head_dim,
-                                              dtype_name(i.param.type));
+                           return shape_name(i.param.n_heads, i.param.n_kv_heads,
+                                             i.param.head_dim, i.param.type);
                          });
 
 TEST(Attention, OutputMayAliasQ) {
-  World w(8, 2, 64, DType::F16, {30, 9}, 14);
+  World w(8, 2, 64, kF16, {30, 9}, 14);
   ThreadPool pool(2);
   Batch ref(w, prefill_tokens(w)), in_place(w, prefill_tokens(w));
   attention(w.layer, ref.args, pool);
@@ -358,7 +446,7 @@ TEST(Attention, OutputMayAliasQ) {
 // ---- bad input ----
 
 TEST(Attention, RejectsBadInput) {
-  World w(8, 2, 64, DType::F16, {20}, 15);
+  World w(8, 2, 64, kF16, {20}, 15);
   ThreadPool pool(1);
   {
     Batch b(w, {{0, 19}});
@@ -385,10 +473,10 @@ TEST(Attention, RejectsBadInput) {
     b.args.n_heads = 7;  // not a multiple of 2 KV heads
     EXPECT_THROW(attention(w.layer, b.args, pool), Error);
   }
-  PagedKVLayer q8 = w.layer;
-  q8.type = DType::Q8_0;
+  PagedKVLayer bad_dim = w.layer;
+  bad_dim.head_dim = 0;
   Batch b(w, {{0, 19}});
-  EXPECT_THROW(attention(q8, b.args, pool), Error);
+  EXPECT_THROW(attention(bad_dim, b.args, pool), Error);
 }
 
 // ---- kv_write ----
@@ -422,7 +510,7 @@ TEST(KVWrite, F16IsBitIdenticalToScalarConversion) {
   while (vals.size() % dim) vals.push_back(1.0f);
   const int64_t n = static_cast<int64_t>(vals.size()) / dim;
   std::vector<uint16_t> k(n * dim), v(n * dim);
-  PagedKVLayer l{DType::F16, 1, 1, dim, n, k.data(), v.data()};
+  PagedKVLayer l{KVDType::F16, KVDType::F16, 1, 1, dim, n, k.data(), v.data()};
   std::vector<int32_t> slots(n);
   std::iota(slots.begin(), slots.end(), 0);
   std::reverse(slots.begin(), slots.end());
@@ -444,7 +532,7 @@ TEST(KVWrite, PlacesRowsInTheirSlots) {
   // 3 blocks of 4 tokens, 2 KV heads of dim 3 (odd: scalar tail), F32.
   const int bs = 4, nkv = 2, dim = 3;
   std::vector<float> k(3 * nkv * bs * dim, 0.0f), v(k.size(), 0.0f);
-  PagedKVLayer l{DType::F32, bs, nkv, dim, 3, k.data(), v.data()};
+  PagedKVLayer l{KVDType::F32, KVDType::F32, bs, nkv, dim, 3, k.data(), v.data()};
   std::vector<float> rows(2 * nkv * dim);
   std::iota(rows.begin(), rows.end(), 1.0f);
   const int32_t slots[2] = {9, 2};  // block 2 offset 1; block 0 offset 2

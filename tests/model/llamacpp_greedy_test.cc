@@ -77,7 +77,7 @@ std::vector<Step> our_steps(Model& m, const std::vector<int32_t>& prompt,
   SequenceRunnerOptions o;
   o.max_ctx = 512;
   SequenceRunner r(m, pool, o);
-  o.kv_type = DType::F32;
+  o.kv_type = {KVDType::F32, KVDType::F32};
   SequenceRunner r32(m, pool, o);
   std::vector<Step> steps;
   auto logits = r.feed(prompt);

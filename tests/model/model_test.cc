@@ -36,11 +36,11 @@ struct Diff {
 };
 
 Diff compare_with_reference(const std::string& path, const std::vector<int32_t>& tokens,
-                            DType kv_type, int threads = 2) {
+                            KVDType kv_type, int threads = 2) {
   auto model = Model::load(path);
   ThreadPool pool(threads);
   SequenceRunnerOptions o;
-  o.kv_type = kv_type;
+  o.kv_type = {kv_type, kv_type};
   o.max_ctx = 256;
   o.all_logits = true;
   SequenceRunner runner(*model, pool, o);
@@ -59,7 +59,7 @@ Diff compare_with_reference(const std::string& path, const std::vector<int32_t>&
 
 TEST(Model, Stories260KMatchesReferenceF32KV) {
   auto tokens = random_prompt(40, 512, 7);
-  Diff d = compare_with_reference(stories260k_path(), tokens, DType::F32);
+  Diff d = compare_with_reference(stories260k_path(), tokens, KVDType::F32);
   // F32 weights, F32 KV: the only differences are float vs double accumulation order over at most
   // 172-term dot products (relative ~1e-6 each) compounded over 5 layers; logits are O(10), so
   // 1e-3 absolute leaves two orders of magnitude of margin while catching any real bug (a wrong
@@ -69,7 +69,7 @@ TEST(Model, Stories260KMatchesReferenceF32KV) {
 
 TEST(Model, Stories260KMatchesReferenceF16KV) {
   auto tokens = random_prompt(40, 512, 8);
-  Diff d = compare_with_reference(stories260k_path(), tokens, DType::F16);
+  Diff d = compare_with_reference(stories260k_path(), tokens, KVDType::F16);
   // F16 KV rounds K and V to 11 significant bits (relative 2^-12 ≈ 2.4e-4 per element); through
   // attention and 5 layers this moves O(10) logits by ~1e-2 at most. 0.05 still catches bugs.
   EXPECT_LT(d.max_abs, 5e-2) << "max |logit| " << d.max_ref;
@@ -101,7 +101,7 @@ TEST_P(SynthModel, MatchesReference) {
   s.seed = 42;
   std::string path = synth_model(s, c.name);
   auto tokens = random_prompt(37, s.n_vocab, 3);
-  Diff d = compare_with_reference(path, tokens, DType::F32, 3);
+  Diff d = compare_with_reference(path, tokens, KVDType::F32, 3);
   // Tolerances: F32 weights — float vs double accumulation only (1e-3 on O(1..10) logits, see
   // above). F16/BF16 weights are exact in float, so the same bound holds. Q8_0/Q4_0 weights are
   // dequantized exactly by the reference, but our kernels also quantize the *activations* to 8

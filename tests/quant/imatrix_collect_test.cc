@@ -117,14 +117,14 @@ const Stories& stories() {
 }
 
 // make.sh's settings: -c 128 --chunks 4.
-ImatrixCollectResult collect(int ubatch = 512, int threads = 1, DType kv_type = DType::F16) {
+ImatrixCollectResult collect(int ubatch = 512, int threads = 1, KVDType kv_type = KVDType::F16) {
   ThreadPool pool(threads);
   ImatrixCollectOptions o;
   o.ctx = 128;
   o.max_chunks = 4;
   o.bos_id = stories().bos;
   o.ubatch = ubatch;
-  o.kv_type = kv_type;
+  o.kv_type = {kv_type, kv_type};
   return collect_imatrix(*stories().model, pool, stories().tokens, o);
 }
 
@@ -185,7 +185,7 @@ double compare_with(const std::string& ref_path, const ImatrixCollectResult& r, 
 // relative over the 35 entries (the first layer's q/k/v inputs, an RMSNorm of the embeddings,
 // already 1.3e-6). The bound leaves a margin of 6.
 TEST(ImatrixCollect, MatchesLlamaImatrixToFloatRoundingWithAnF32Cache) {
-  compare_with(fixture("imatrix-f32kv.gguf"), collect(512, 1, DType::F32), 1e-5);
+  compare_with(fixture("imatrix-f32kv.gguf"), collect(512, 1, KVDType::F32), 1e-5);
 }
 
 // make.sh's default run (f16 KV cache, flash attention): llama.cpp's flash attention rounds Q
@@ -221,7 +221,7 @@ TEST(ImatrixCollect, PerplexityIsLlamaImatrixs) {
   o.ctx = 128;
   o.max_chunks = 4;
   o.bos_id = stories().bos;
-  o.kv_type = DType::F32;
+  o.kv_type = {KVDType::F32, KVDType::F32};
   const ImatrixCollectResult r = collect_imatrix(
       *stories().model, pool, stories().tokens, o, [&](const ImatrixCollectProgress& p) {
         EXPECT_EQ(p.chunks_done, static_cast<int>(running.size()) + 1);

@@ -43,7 +43,7 @@ struct BenchOptions {
   size_t bandwidth_bytes = 0;  // 0: default_probe_bytes()
   int bandwidth_passes = 5;
   int warmup_steps = 8;
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
   int block_size = 16;
   uint32_t seed = 1;  // prompt tokens
 };

@@ -28,7 +28,7 @@ struct DecoderOptions {
   int n_seqs = 1;
   int max_ctx = 0;  // positions per sequence; 0: the model's training context
   int max_batch = 512;
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
   int block_size = 16;
 };
 

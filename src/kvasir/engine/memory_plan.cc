@@ -35,13 +35,34 @@ int64_t activation_bytes(const ModelConfig& c, const PlanOptions& o) {
 
 }  // namespace
 
-int64_t kv_bytes_per_token(const ModelConfig& c, DType kv_type) {
-  return 2 * int64_t{c.n_layers} * c.n_kv_heads * c.head_dim * dtype_info(kv_type).block_bytes;
+int64_t kv_bytes_per_token(const ModelConfig& c, KVCacheType kv_type) {
+  return int64_t{c.n_layers} * c.n_kv_heads *
+         static_cast<int64_t>(kv_row_layout(kv_type.k, c.head_dim).bytes() +
+                              kv_row_layout(kv_type.v, c.head_dim).bytes());
+}
+
+namespace {
+// "66 B (int8: 64 B codes + 2 B scale)"
+std::string row_formula(KVDType t, int head_dim) {
+  const KVRowLayout L = kv_row_layout(t, head_dim);
+  if (L.meta_bytes == 0)
+    return fmt::format("{} B ({}: {} x {} B)", L.bytes(), kv_dtype_name(t), head_dim,
+                       L.code_bytes / static_cast<size_t>(head_dim));
+  if (t == KVDType::Int4)
+    return fmt::format("{} B (int4: {} B codes + {} x 3 B scale and zero point)", L.bytes(),
+                       L.code_bytes, L.n_groups);
+  return fmt::format("{} B ({}: {} B codes + 2 B scale)", L.bytes(), kv_dtype_name(t),
+                     L.code_bytes);
+}
+}  // namespace
+
+std::string kv_bytes_per_token_formula(const ModelConfig& c, KVCacheType kv_type) {
+  return fmt::format("{} layers x {} KV heads x (K {} + V {}) = {} B", c.n_layers, c.n_kv_heads,
+                     row_formula(kv_type.k, c.head_dim), row_formula(kv_type.v, c.head_dim),
+                     kv_bytes_per_token(c, kv_type));
 }
 
 Plan plan_memory(const ModelConfig& c, int64_t weight_bytes, const PlanOptions& o) {
-  if (o.kv_type != DType::F16 && o.kv_type != DType::F32)
-    fail("--kv-dtype: expected f16 or f32, got {}", dtype_name(o.kv_type));
   if (o.block_size <= 0) fail("block size: must be > 0, got {}", o.block_size);
   if (o.max_seqs <= 0) fail("--max-seqs: must be > 0, got {}", o.max_seqs);
   if (o.max_batched_tokens <= 0)
@@ -64,6 +85,8 @@ Plan plan_memory(const ModelConfig& c, int64_t weight_bytes, const PlanOptions& 
   p.margin_bytes = o.margin_bytes;
   p.kv_budget_bytes = o.memory_bytes - weight_bytes - p.activation_bytes - p.margin_bytes;
   p.kv_bytes_per_token = kv_bytes_per_token(c, o.kv_type);
+  p.kv_bytes_per_token_f16 = kv_bytes_per_token(c, KVCacheType{});
+  p.kv_bytes_formula = kv_bytes_per_token_formula(c, o.kv_type);
   p.kv_bytes_per_block = p.kv_bytes_per_token * o.block_size;
   p.blocks_per_seq = ceil_div(p.ctx, o.block_size);
   p.kv_blocks_fit = p.kv_budget_bytes > 0 ? p.kv_budget_bytes / p.kv_bytes_per_block : 0;
@@ -90,12 +113,18 @@ std::string describe_plan(const Plan& p) {
     s += fmt::format("  {:<26}{}\n", name, value);
   };
   s += fmt::format("memory plan ({} budget, ctx {}, max {} sequences, KV {}):\n",
-                   format_size(p.memory_bytes), p.ctx, p.max_seqs, dtype_name(p.kv_type));
+                   format_size(p.memory_bytes), p.ctx, p.max_seqs, p.kv_type.name());
   line("weights", format_size(p.weight_bytes));
   line("activations (estimate)", format_size(p.activation_bytes));
   line("margin", format_size(p.margin_bytes));
   line("KV budget", format_size(p.kv_budget_bytes));
-  line("KV bytes per token", fmt::format("{} B", p.kv_bytes_per_token));
+  line("KV bytes per token",
+       p.kv_type == KVCacheType{}
+           ? p.kv_bytes_formula
+           : fmt::format("{} ({:.1f}% of f16's {} B)", p.kv_bytes_formula,
+                         100.0 * static_cast<double>(p.kv_bytes_per_token) /
+                             static_cast<double>(p.kv_bytes_per_token_f16),
+                         p.kv_bytes_per_token_f16));
   line("KV block", fmt::format("{} tokens, {}", p.block_size, format_size(p.kv_bytes_per_block)));
   line("blocks that fit",
        fmt::format("{} ({} tokens)", p.kv_blocks_fit, p.kv_blocks_fit * p.block_size));

@@ -30,6 +30,7 @@
 
 #include "kvasir/model/config.h"
 #include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/kv_quant.h"
 
 namespace kvasir {
 
@@ -38,7 +39,7 @@ struct PlanOptions {
   int ctx = 0;                   // max model length; 0: the model's training context
   int max_seqs = 64;             // sequences running at once
   int max_batched_tokens = 512;  // tokens per step
-  DType kv_type = DType::F16;    // F16 or F32
+  KVCacheType kv_type{};       // K and V element formats
   int block_size = 16;
   int64_t margin_bytes = int64_t{64} << 20;
 };
@@ -47,13 +48,15 @@ struct Plan {
   int ctx = 0;
   int block_size = 0;
   int max_seqs = 0;
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
   int64_t memory_bytes = 0;
   int64_t weight_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t margin_bytes = 0;
   int64_t kv_budget_bytes = 0;  // memory - weights - activations - margin (may be < 0)
   int64_t kv_bytes_per_token = 0;
+  int64_t kv_bytes_per_token_f16 = 0;  // the same cache in f16, for comparison
+  std::string kv_bytes_formula;        // kv_bytes_per_token_formula()
   int64_t kv_bytes_per_block = 0;
   int64_t blocks_per_seq = 0;  // ceil(ctx / block_size)
   int64_t kv_blocks_fit = 0;   // blocks the budget holds
@@ -65,8 +68,13 @@ struct Plan {
   int64_t kv_tokens() const { return kv_blocks * block_size; }
 };
 
-// Bytes of K and V for one token across all layers.
-int64_t kv_bytes_per_token(const ModelConfig& config, DType kv_type);
+// Bytes of K and V for one token across all layers, scales included:
+// n_layers x n_kv_heads x (K row bytes + V row bytes), a row being head_dim values in its dtype
+// (tensor/kv_quant.h).
+int64_t kv_bytes_per_token(const ModelConfig& config, KVCacheType kv_type);
+// The same as a formula with the model's numbers, e.g.
+// "22 layers x 4 KV heads x (66 + 66) B (int8: 64 codes + 2 B scale) = 11616 B".
+std::string kv_bytes_per_token_formula(const ModelConfig& config, KVCacheType kv_type);
 
 // Throws kvasir::Error for invalid options or a budget that cannot hold one full sequence.
 Plan plan_memory(const ModelConfig& config, int64_t weight_bytes, const PlanOptions& options);

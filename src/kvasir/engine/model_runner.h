@@ -42,7 +42,7 @@ namespace kvasir {
 struct ModelRunnerOptions {
   int64_t kv_blocks = 0;  // KV blocks the caller hands out
   int block_size = 16;
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
   int max_tokens = 512;    // tokens per step (without padding rows)
   int max_logit_rows = 1;  // logits rows per step
   bool static_padding = false;

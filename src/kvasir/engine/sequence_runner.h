@@ -22,7 +22,7 @@ namespace kvasir {
 struct SequenceRunnerOptions {
   int max_ctx = 0;      // 0: the model's training context
   int max_batch = 512;  // tokens per forward step (chunk size of the prefill)
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
   int block_size = 16;
   // feed() may ask for every token's logits: sizes the logits rows for max_batch tokens
   // (max_batch x n_vocab floats) instead of one.

@@ -19,7 +19,7 @@ struct PerplexityOptions {
   int bos_id = -1;      // replaces each chunk's first token when >= 0
   int max_chunks = -1;  // -1: all
   int max_batch = 512;
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
 };
 
 struct PerplexityResult {

@@ -3,15 +3,19 @@
 // (a GGUF mapping, the KV storage, the Batch) and lives in the backend's address space.
 //
 // Paged KV layout (one layer): K and V each hold n_blocks blocks; a block holds `block_size`
-// tokens (16 by default) for every KV head, laid out [block][kv_head][token_in_block][head_dim],
-// in F16 or F32. A token at logical position p of a sequence lives in block block_table[p /
-// block_size] at offset p % block_size; its "slot" is block_id * block_size + offset. All layers
-// share block ids, so one block table per sequence addresses every layer.
+// tokens (16 by default) for every KV head. Within a block, each KV head has a tile: the codes of
+// its block_size rows (one row = one token's head_dim values, row after row), then their scales
+// (none for f16/f32), so a block is [kv_head][codes of the rows | scales of the rows]; the row
+// formats are tensor/kv_quant.h's and K and V may have different ones. A token at logical
+// position p of a sequence lives in block block_table[p / block_size] at offset p % block_size;
+// its "slot" is block_id * block_size + offset. All layers share block ids, so one block table
+// per sequence addresses every layer.
 #pragma once
 
 #include <cstdint>
 
 #include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/kv_quant.h"
 
 namespace kvasir {
 
@@ -26,13 +30,20 @@ struct MatrixView {
 
 // One layer of the paged KV cache.
 struct PagedKVLayer {
-  DType type = DType::F16;  // F16 or F32
+  KVDType k_type = KVDType::F16;
+  KVDType v_type = KVDType::F16;
   int block_size = 16;
   int n_kv_heads = 0;
   int head_dim = 0;
   int64_t n_blocks = 0;
-  void* k = nullptr;  // n_blocks * n_kv_heads * block_size * head_dim elements
-  void* v = nullptr;
+  void* k = nullptr;  // n_blocks * n_kv_heads tiles of k_tile_bytes()
+  void* v = nullptr;  // n_blocks * n_kv_heads tiles of v_tile_bytes()
+
+  size_t k_tile_bytes() const { return tile_bytes(k_type); }
+  size_t v_tile_bytes() const { return tile_bytes(v_type); }
+  size_t tile_bytes(KVDType t) const {
+    return kv_row_layout(t, head_dim).bytes() * static_cast<size_t>(block_size);
+  }
 };
 
 // One sequence's block table (not owned).

@@ -5,32 +5,31 @@
 namespace kvasir {
 
 size_t KVShape::bytes_per_token() const {
-  return 2 * static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads) *
-         static_cast<size_t>(head_dim) * dtype_info(type).block_bytes;
+  return static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads) *
+         (kv_row_layout(type.k, head_dim).bytes() + kv_row_layout(type.v, head_dim).bytes());
 }
 
 KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend)
     : shape_(shape), n_blocks_(n_blocks) {
-  if (shape.type != DType::F16 && shape.type != DType::F32)
-    fail("KV cache dtype {} is not supported (expected f16 or f32)", dtype_name(shape.type));
   if (n_blocks <= 0 || shape.n_layers <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
       shape.block_size <= 0)
     fail("invalid KV cache shape: {} blocks, {} layers, {} kv heads, head dim {}, block size {}",
          n_blocks, shape.n_layers, shape.n_kv_heads, shape.head_dim, shape.block_size);
-  const size_t elem = dtype_info(shape.type).block_bytes;
-  const size_t per_layer_one =
-      static_cast<size_t>(n_blocks) * shape.block_size * shape.n_kv_heads * shape.head_dim * elem;
-  memory_ = backend.alloc(2 * per_layer_one * shape.n_layers, "the KV cache");
+  PagedKVLayer proto;
+  proto.k_type = shape.type.k;
+  proto.v_type = shape.type.v;
+  proto.block_size = shape.block_size;
+  proto.n_kv_heads = shape.n_kv_heads;
+  proto.head_dim = shape.head_dim;
+  proto.n_blocks = n_blocks;
+  const size_t k_layer = static_cast<size_t>(n_blocks) * shape.n_kv_heads * proto.k_tile_bytes();
+  const size_t v_layer = static_cast<size_t>(n_blocks) * shape.n_kv_heads * proto.v_tile_bytes();
+  memory_ = backend.alloc((k_layer + v_layer) * shape.n_layers, "the KV cache");
   auto* base = static_cast<uint8_t*>(memory_->data());
   for (int l = 0; l < shape.n_layers; ++l) {
-    PagedKVLayer L;
-    L.type = shape.type;
-    L.block_size = shape.block_size;
-    L.n_kv_heads = shape.n_kv_heads;
-    L.head_dim = shape.head_dim;
-    L.n_blocks = n_blocks;
-    L.k = base + (2 * l) * per_layer_one;
-    L.v = base + (2 * l + 1) * per_layer_one;
+    PagedKVLayer L = proto;
+    L.k = base + l * (k_layer + v_layer);
+    L.v = base + l * (k_layer + v_layer) + k_layer;
     layers_.push_back(L);
   }
 }

@@ -1,7 +1,9 @@
 // Paged KV storage: the memory that holds every layer's keys and values, carved into blocks.
 //
 // A block holds `block_size` consecutive token positions of one sequence, for every KV head of one
-// layer, laid out [kv_head][token_in_block][head_dim] (kernels/views.h). All layers share block
+// layer, laid out [kv_head][codes of the tokens | their scales] (kernels/views.h); the element
+// formats (f16, f32, int8, fp8_e4m3, fp8_e5m2, int4) are defined in tensor/kv_quant.h, and K and
+// V may use different ones. All layers share block
 // ids: block b of the cache is block b in every layer, so one block table per sequence addresses
 // all layers. Memory is allocated once, at construction, in the backend's memory (device memory
 // for a GPU backend); nothing grows afterwards (sequences borrow blocks from a BlockPool).
@@ -13,7 +15,7 @@
 
 #include "kvasir/kernels/backend.h"
 #include "kvasir/kernels/views.h"
-#include "kvasir/tensor/dtype.h"
+#include "kvasir/tensor/kv_quant.h"
 
 namespace kvasir {
 
@@ -22,9 +24,10 @@ struct KVShape {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;
-  DType type = DType::F16;  // F16 or F32 for now
+  KVCacheType type{};  // K and V element formats
 
-  // Bytes of K and V for one token across all layers.
+  // Bytes of K and V for one token across all layers, scales included:
+  // n_layers * n_kv_heads * (K row bytes + V row bytes) (kv_row_layout).
   size_t bytes_per_token() const;
   size_t bytes_per_block() const { return bytes_per_token() * static_cast<size_t>(block_size); }
 };

@@ -141,7 +141,7 @@ size_t Model::weight_bytes() const {
   return total + tied_output_bytes_;
 }
 
-KVShape Model::kv_shape(DType kv_type, int block_size) const {
+KVShape Model::kv_shape(KVCacheType kv_type, int block_size) const {
   KVShape s;
   s.n_layers = config_.n_layers;
   s.n_kv_heads = config_.n_kv_heads;

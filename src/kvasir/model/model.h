@@ -67,7 +67,7 @@ class Model {
   // output matrix when it is tied to the token embeddings (the table itself stays in the mapping).
   size_t weight_bytes() const;
 
-  KVShape kv_shape(DType kv_type = DType::F16, int block_size = 16) const;
+  KVShape kv_shape(KVCacheType kv_type = {}, int block_size = 16) const;
 
   // Runs one step. `logits` (host memory) receives batch.logit_rows.size() rows of n_vocab floats.
   // Throws kvasir::Error, before any work, for a token id outside the vocabulary, a batch larger

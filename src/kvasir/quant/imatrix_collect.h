@@ -73,7 +73,7 @@ struct ImatrixCollectOptions {
   bool compute_ppl = true;
   int batch = 2048;  // llama-imatrix's --batch-size: chunks evaluated together (see above)
   int ubatch = 512;  // llama-imatrix's --ubatch-size: tokens per forward step, at most
-  DType kv_type = DType::F16;
+  KVCacheType kv_type{};
 };
 
 struct ImatrixCollectProgress {

@@ -4,8 +4,10 @@
 // are the (token, query head) pairs that share that KV head: T * G rows, G = n_heads/n_kv_heads.
 // Each row walks its sequence's KV one tile (= one KV block, at fixed absolute positions) at a
 // time and keeps its own online-softmax state; rows share only the tile's K and V rows (converted
-// to f32 once when the item has several rows, else read from the F16/F32 cache in place). For one
-// row and one tile:
+// to f32 once when the item has several rows or the cache is quantized, else read from the F16/F32
+// cache in place; int8 and fp8 rows are dequantized with SIMD, one rounding of code x scale per
+// value, exactly kv_dequantize_row's values; quantized keys are stored rotated, so the row's q
+// is rotated the same way first, kv_rotate_key). For one row and one tile:
 //   1. scores of the block's keys in groups of 8: s_j = q·K_j with q pre-multiplied by `scale`,
 //      as 8-lane partial sums (lane l sums the dimensions d = l mod 8, one fused multiply-add per
 //      8 dimensions in increasing order, from zero) reduced by the fixed tree
@@ -29,6 +31,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -216,19 +219,77 @@ HWY_INLINE V8 KeepFirst8(V8 v, int n) {
 }
 #endif
 
-// Converts `rows` K or V rows of `dim` values (F16 or F32, row stride `dim`) to f32 rows of
-// stride `dp` (a multiple of 8), zero-padding dim..dp.
-void RowsToF32(const void* src, bool f16, int rows, int dim, float* HWY_RESTRICT dst, size_t dp) {
+// Converts rows [0, rows) of one KV tile (format t, block_size rows of codes then their scales,
+// kernels/views.h) to f32 rows of stride `dp` (a multiple of 8), zero-padding dim..dp. Every value
+// is exactly kv_dequantize_row's: one rounding of code x scale (fp8 goes through the fp16 bit
+// pattern of code / 2^8 for E4M3, an exact rewrite, and the scale x 2^8, also exact).
+void TileRowsToF32(KVDType t, const uint8_t* HWY_RESTRICT tile, int rows, int dim, int bs,
+                   float* HWY_RESTRICT dst, size_t dp) {
+  const KVRowLayout L = kv_row_layout(t, dim);
+  const uint8_t* meta = tile + static_cast<size_t>(bs) * L.code_bytes;
   for (int r = 0; r < rows; ++r) {
     float* o = dst + r * dp;
+    const uint8_t* codes = tile + static_cast<size_t>(r) * L.code_bytes;
+    const uint8_t* m = meta + static_cast<size_t>(r) * L.meta_bytes;
     int i = 0;
-    if (f16) {
-      const uint16_t* s = static_cast<const uint16_t*>(src) + static_cast<size_t>(r) * dim;
-      for (; i + 8 <= dim; i += 8) Store8(Load8(s + i), o + i);
-      for (; i < dim; ++i) o[i] = fp16_to_fp32(s[i]);
-    } else {
-      const float* s = static_cast<const float*>(src) + static_cast<size_t>(r) * dim;
-      for (; i < dim; ++i) o[i] = s[i];
+    switch (t) {
+      case KVDType::F16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(codes);
+        for (; i + 8 <= dim; i += 8) Store8(Load8(h + i), o + i);
+        for (; i < dim; ++i) o[i] = fp16_to_fp32(h[i]);
+        break;
+      }
+      case KVDType::F32: {
+        const auto* f = reinterpret_cast<const float*>(codes);
+        for (; i < dim; ++i) o[i] = f[i];
+        break;
+      }
+#if KVASIR_ATTN_X86
+      case KVDType::Int8: {
+        uint16_t sh;
+        std::memcpy(&sh, m, 2);
+        const __m256 sv = _mm256_set1_ps(fp16_to_fp32(sh));
+        for (; i + 8 <= dim; i += 8) {
+          const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i));
+          _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)), sv));
+        }
+        if (i < dim) kv_dequantize_row(t, codes, m, dim, o);  // ragged head: the whole row
+        i = dim;
+        break;
+      }
+      case KVDType::FP8E4M3:
+      case KVDType::FP8E5M2: {
+        uint16_t sh;
+        std::memcpy(&sh, m, 2);
+        const bool e4 = t == KVDType::FP8E4M3;
+        const float s = fp16_to_fp32(sh);
+        const __m256 sv = _mm256_set1_ps(e4 ? s * 256.0f : s);
+        const __m128i m7f = _mm_set1_epi16(0x7f);
+        const __m128i m80 = _mm_set1_epi16(0x80);
+        const __m128i nan = _mm_set1_epi16(0x7e00);
+        for (; i + 8 <= dim; i += 8) {
+          const __m128i c =
+              _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+          __m128i h;
+          if (e4) {
+            // s eeee mmm -> fp16 s 0eeee mmm0000000 (= value / 2^8); 0x7f (NaN) -> fp16 NaN.
+            const __m128i mag = _mm_and_si128(c, m7f);
+            h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(c, m80), 8), _mm_slli_epi16(mag, 7));
+            h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(mag, m7f), nan));
+          } else {
+            h = _mm_slli_epi16(c, 8);  // E5M2 is the top byte of an fp16
+          }
+          _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_cvtph_ps(h), sv));
+        }
+        if (i < dim) kv_dequantize_row(t, codes, m, dim, o);
+        i = dim;
+        break;
+      }
+#endif
+      default:
+        kv_dequantize_row(t, codes, m, dim, o);
+        i = dim;
+        break;
     }
     for (; i < static_cast<int>(dp); ++i) o[i] = 0.0f;
   }
@@ -347,9 +408,12 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   const size_t dp = RoundUp(static_cast<size_t>(dim), 8);
   const int chunks = static_cast<int>(dp / 8);
   const int slots = static_cast<int>(RoundUp(static_cast<size_t>(bs), 8));
-  const bool f16 = kv.type == DType::F16;
-  // Reading the cache in place needs whole 8-lane chunks and whole 8-key groups inside a block.
-  const bool convert = R >= kConvertRows || dim % 8 != 0 || bs % 8 != 0;
+  // Reading the cache in place needs f16 or f32 for both K and V, whole 8-lane chunks and whole
+  // 8-key groups inside a block; the quantized formats are always dequantized into the f32 tile.
+  const bool plain = kv.k_type == kv.v_type && !kv_dtype_is_quantized(kv.k_type);
+  const bool f16 = kv.k_type == KVDType::F16;
+  const bool convert = !plain || R >= kConvertRows || dim % 8 != 0 || bs % 8 != 0;
+  const bool rotate_q = kv_rotates_keys(kv.k_type);
 
   // Scratch: Q (scaled, padded) and O per row, the tile's scores, the converted K and V tiles,
   // and the per-row online-softmax state.
@@ -383,37 +447,36 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
     float* qr = Q + static_cast<size_t>(r) * dp;
     for (int d = 0; d < dim; ++d) qr[d] = qrow[d] * a.scale;
     for (size_t d = static_cast<size_t>(dim); d < dp; ++d) qr[d] = 0.0f;
+    if (rotate_q) kv_rotate_key(qr, dim);  // quantized keys are stored rotated
     st[r] = {-std::numeric_limits<float>::infinity(), 0.0f};
   }
   std::fill(O, O + static_cast<size_t>(R) * dp, 0.0f);
 
   const int32_t* table = a.seqs[c.seq].block_table;
-  const size_t head_elems = static_cast<size_t>(bs) * dim;
-  const size_t esize = f16 ? 2 : 4;
+  const size_t k_tile = kv.k_tile_bytes();
+  const size_t v_tile = kv.v_tile_bytes();
   const int64_t n_tiles = c.max_pos / bs + 1;
   for (int64_t b = 0; b < n_tiles; ++b) {
     const int64_t start = b * bs;
     const int nv = static_cast<int>(std::min<int64_t>(bs, c.max_pos - start + 1));
-    const size_t off = (static_cast<size_t>(table[b]) * kv.n_kv_heads + g) * head_elems;
+    const size_t tile_index = static_cast<size_t>(table[b]) * kv.n_kv_heads + g;
     if (b + 1 < n_tiles) {
       // Blocks are scattered in memory, so the hardware prefetcher cannot guess the next one:
       // request the next tile's K and V while this one is computed.
-      const size_t next = (static_cast<size_t>(table[b + 1]) * kv.n_kv_heads + g) * head_elems;
-      const char* kn = static_cast<const char*>(kv.k) + next * esize;
-      const char* vn = static_cast<const char*>(kv.v) + next * esize;
-      for (size_t i = 0; i < head_elems * esize; i += 64) {
-        hwy::Prefetch(kn + i);
-        hwy::Prefetch(vn + i);
-      }
+      const size_t next = static_cast<size_t>(table[b + 1]) * kv.n_kv_heads + g;
+      const char* kn = static_cast<const char*>(kv.k) + next * k_tile;
+      const char* vn = static_cast<const char*>(kv.v) + next * v_tile;
+      for (size_t i = 0; i < k_tile; i += 64) hwy::Prefetch(kn + i);
+      for (size_t i = 0; i < v_tile; i += 64) hwy::Prefetch(vn + i);
     }
-    const char* kt = static_cast<const char*>(kv.k) + off * esize;
-    const char* vt = static_cast<const char*>(kv.v) + off * esize;
+    const auto* kt = static_cast<const uint8_t*>(kv.k) + tile_index * k_tile;
+    const auto* vt = static_cast<const uint8_t*>(kv.v) + tile_index * v_tile;
     TileRows tile{kt, vt, static_cast<size_t>(dim), f16};
     if (convert) {
       // Keys are scored in groups of 8: convert every row a group may read (inside the block).
       const int nk = std::min(bs, static_cast<int>(RoundUp(static_cast<size_t>(nv), 8)));
-      RowsToF32(kt, f16, nk, dim, kf, dp);
-      RowsToF32(vt, f16, nv, dim, vf, dp);
+      TileRowsToF32(kv.k_type, kt, nk, dim, bs, kf, dp);
+      TileRowsToF32(kv.v_type, vt, nv, dim, bs, vf, dp);
       tile = TileRows{kf, vf, dp, false};
     }
     for (int r = 0; r < R; ++r) {
@@ -481,9 +544,6 @@ namespace {
 constexpr int kTargetRows = 32;
 
 void check_layer(const PagedKVLayer& kv, const char* what) {
-  if (kv.type != DType::F16 && kv.type != DType::F32) {
-    fail("{}: KV dtype {} unsupported (expected f16 or f32)", what, dtype_name(kv.type));
-  }
   if (kv.block_size <= 0 || kv.n_kv_heads <= 0 || kv.head_dim <= 0 || kv.n_blocks < 0) {
     fail("{}: bad KV layout (block_size {}, n_kv_heads {}, head_dim {}, n_blocks {})", what,
          kv.block_size, kv.n_kv_heads, kv.head_dim, kv.n_blocks);

@@ -1,11 +1,15 @@
 // kv_write(): stores new K/V rows into their paged-cache slots (contract in attention.h).
+// The quantized formats go through the reference quantizer of tensor/kv_quant.h, keys after
+// their rotation (kv_rotate_key).
 //
 // F16 uses the F16C conversion (round to nearest even) on AVX2/AVX-512. It matches
 // kvasir::fp32_to_fp16 bit for bit except for NaN payloads, so NaN lanes are first replaced by a
 // quiet NaN of the same sign whose conversion is exactly fp32_to_fp16's 0x7e00 | sign. The scalar
 // target (no F16C) calls fp32_to_fp16 directly.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kvasir/kernels/cpu/attention.h"
 #include "kvasir/util/error.h"
@@ -43,27 +47,54 @@ void F32ToF16Row(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, size
   for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
 }
 
+// One row (token, KV head) of K or V into its tile (block, head): codes at row `offset`, then,
+// for the quantized formats, its scales after the tile's block_size rows of codes.
+void WriteRow(KVDType type, const float* HWY_RESTRICT src, int dim, uint8_t* tile, int bs,
+              size_t offset) {
+  switch (type) {
+    case KVDType::F16:
+      F32ToF16Row(src, reinterpret_cast<uint16_t*>(tile) + offset * dim, static_cast<size_t>(dim));
+      return;
+    case KVDType::F32: {
+      float* d = reinterpret_cast<float*>(tile) + offset * dim;
+      for (int i = 0; i < dim; ++i) d[i] = src[i];
+      return;
+    }
+    default: {
+      // The reference quantizer (tensor/kv_quant.cc): a step adds few rows, and it defines the
+      // format bit for bit.
+      const KVRowLayout L = kv_row_layout(type, dim);
+      kv_quantize_row(type, src, dim, tile + offset * L.code_bytes,
+                      tile + static_cast<size_t>(bs) * L.code_bytes + offset * L.meta_bytes);
+      return;
+    }
+  }
+}
+
 void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
                  int64_t n_tokens) {
-  const size_t dim = static_cast<size_t>(kv.head_dim);
-  const size_t row = static_cast<size_t>(kv.n_kv_heads) * dim;
+  const int dim = kv.head_dim;
+  const size_t row = static_cast<size_t>(kv.n_kv_heads) * static_cast<size_t>(dim);
+  const size_t k_tile = kv.k_tile_bytes();
+  const size_t v_tile = kv.v_tile_bytes();
+  const bool rotate = kv_rotates_keys(kv.k_type);
+  std::vector<float> rotated(rotate ? static_cast<size_t>(dim) : 0);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const size_t block = static_cast<size_t>(slots[t] / kv.block_size);
     const size_t offset = static_cast<size_t>(slots[t] % kv.block_size);
     for (int g = 0; g < kv.n_kv_heads; ++g) {
-      const size_t dst = ((block * kv.n_kv_heads + g) * kv.block_size + offset) * dim;
-      const size_t src = t * row + g * dim;
-      if (kv.type == DType::F16) {
-        F32ToF16Row(k + src, static_cast<uint16_t*>(kv.k) + dst, dim);
-        F32ToF16Row(v + src, static_cast<uint16_t*>(kv.v) + dst, dim);
-      } else {
-        const float* ks = k + src;
-        const float* vs = v + src;
-        float* kd = static_cast<float*>(kv.k) + dst;
-        float* vd = static_cast<float*>(kv.v) + dst;
-        for (size_t i = 0; i < dim; ++i) kd[i] = ks[i];
-        for (size_t i = 0; i < dim; ++i) vd[i] = vs[i];
+      const size_t tile = block * static_cast<size_t>(kv.n_kv_heads) + static_cast<size_t>(g);
+      const size_t src = static_cast<size_t>(t) * row + static_cast<size_t>(g) * dim;
+      const float* krow = k + src;
+      if (rotate) {  // quantized keys are stored rotated (tensor/kv_quant.h)
+        std::copy(krow, krow + dim, rotated.begin());
+        kv_rotate_key(rotated.data(), dim);
+        krow = rotated.data();
       }
+      WriteRow(kv.k_type, krow, dim, static_cast<uint8_t*>(kv.k) + tile * k_tile, kv.block_size,
+               offset);
+      WriteRow(kv.v_type, v + src, dim, static_cast<uint8_t*>(kv.v) + tile * v_tile,
+               kv.block_size, offset);
     }
   }
 }
@@ -79,9 +110,6 @@ HWY_EXPORT(KVWriteImpl);
 
 void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
               int64_t n_tokens) {
-  if (kv.type != DType::F16 && kv.type != DType::F32) {
-    fail("kv_write: KV dtype {} unsupported (expected f16 or f32)", dtype_name(kv.type));
-  }
   if (kv.block_size <= 0 || kv.n_kv_heads <= 0 || kv.head_dim <= 0 || kv.n_blocks < 0) {
     fail("kv_write: bad KV layout (block_size {}, n_kv_heads {}, head_dim {}, n_blocks {})",
          kv.block_size, kv.n_kv_heads, kv.head_dim, kv.n_blocks);

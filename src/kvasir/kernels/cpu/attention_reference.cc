@@ -1,5 +1,6 @@
 // attention_reference(): the naive definition, for tests (contract in attention.h).
-// Materialises all scores of a query, softmax and weighted sum in double precision.
+// Materialises all scores of a query, softmax and weighted sum in double precision, over the
+// values kv_dequantize_row gives for the cached rows.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,14 +12,21 @@
 namespace kvasir::cpu {
 
 namespace {
-double kv_value(const PagedKVLayer& kv, const void* base, size_t index) {
-  if (kv.type == DType::F16) return fp16_to_fp32(static_cast<const uint16_t*>(base)[index]);
-  return static_cast<const float*>(base)[index];
+// Row `offset` of tile `tile` (block x KV head) of K or V, dequantized by the reference.
+std::vector<float> kv_row(const PagedKVLayer& kv, KVDType t, const void* base, size_t tile,
+                          int offset) {
+  const KVRowLayout L = kv_row_layout(t, kv.head_dim);
+  const auto* p = static_cast<const uint8_t*>(base) + tile * kv.tile_bytes(t);
+  std::vector<float> out(static_cast<size_t>(kv.head_dim));
+  kv_dequantize_row(t, p + static_cast<size_t>(offset) * L.code_bytes,
+                    p + static_cast<size_t>(kv.block_size) * L.code_bytes +
+                        static_cast<size_t>(offset) * L.meta_bytes,
+                    kv.head_dim, out.data());
+  return out;
 }
 }  // namespace
 
 void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
-  if (kv.type != DType::F16 && kv.type != DType::F32) fail("attention_reference: bad KV dtype");
   if (kv.n_kv_heads <= 0 || a.n_heads % kv.n_kv_heads != 0) {
     fail("attention_reference: n_heads {} not a multiple of n_kv_heads {}", a.n_heads,
          kv.n_kv_heads);
@@ -35,17 +43,17 @@ void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
       fail("attention_reference: position {} out of range", pos);
     for (int h = 0; h < a.n_heads; ++h) {
       const int g = h / G;
-      const float* q = a.q + (t * a.n_heads + h) * dim;
-      auto row = [&](int32_t p) {
-        const size_t block = static_cast<size_t>(seq.block_table[p / bs]);
-        return ((block * kv.n_kv_heads + g) * bs + p % bs) * dim;
+      std::vector<float> q(a.q + (t * a.n_heads + h) * dim, a.q + (t * a.n_heads + h + 1) * dim);
+      if (kv_rotates_keys(kv.k_type)) kv_rotate_key(q.data(), dim);  // keys are stored rotated
+      auto tile = [&](int32_t p) {
+        return static_cast<size_t>(seq.block_table[p / bs]) * kv.n_kv_heads + g;
       };
       scores.assign(pos + 1, 0.0);
       double mx = -INFINITY;
       for (int32_t p = 0; p <= pos; ++p) {
-        const size_t base = row(p);
+        const std::vector<float> k = kv_row(kv, kv.k_type, kv.k, tile(p), p % bs);
         double s = 0;
-        for (int d = 0; d < dim; ++d) s += static_cast<double>(q[d]) * kv_value(kv, kv.k, base + d);
+        for (int d = 0; d < dim; ++d) s += static_cast<double>(q[d]) * k[d];
         scores[p] = s * a.scale;
         mx = std::max(mx, scores[p]);
       }
@@ -56,8 +64,8 @@ void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int32_t p = 0; p <= pos; ++p) {
-        const size_t base = row(p);
-        for (int d = 0; d < dim; ++d) acc[d] += scores[p] * kv_value(kv, kv.v, base + d);
+        const std::vector<float> v = kv_row(kv, kv.v_type, kv.v, tile(p), p % bs);
+        for (int d = 0; d < dim; ++d) acc[d] += scores[p] * v[d];
       }
       float* out = a.out + (t * a.n_heads + h) * dim;
       for (int d = 0; d < dim; ++d) out[d] = static_cast<float>(acc[d] / sum);

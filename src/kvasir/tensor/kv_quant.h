@@ -1,0 +1,96 @@
+// The KV cache's element formats: what one cached K or V row (one token, one KV head, head_dim
+// values) looks like in memory in each dtype, and the reference quantizer and dequantizer that
+// define them. The paged storage itself is kv/kv_storage.h; the kernels that write and read these
+// rows (kernels/cpu/attention*.cc) must produce exactly the values kv_dequantize_row() gives.
+//
+// A row is `code_bytes` of codes plus `meta_bytes` of scales; in a block the codes of the block's
+// rows come first (row after row), then their scales (kernels/views.h):
+//   f32, f16   head_dim values, no scales.
+//   int8       symmetric: x ~= s * c, c in [-127, 127]; one fp16 scale s per row (amax / 127,
+//              rounded up so that no code saturates).
+//   fp8_e4m3   x ~= s * e4m3(c): c is the OCP/NVIDIA E4M3 byte (bias 7, no infinities, max 448)
+//              of x / s rounded to nearest even and saturated to +-448, as Hopper's
+//              cvt.rn.satfinite does; one fp16 scale per row (amax / 448, rounded up).
+//   fp8_e5m2   the same with E5M2 (bias 15, max 57344); scale amax / 57344.
+//   int4       asymmetric in groups of 32 values along the head (the whole head when it is
+//              shorter; the last group may be shorter): x ~= s * (c - z), c in [0, 15]; per group
+//              an fp16 scale s ((max - min) / 15, rounded up, over the group's range widened
+//              to hold 0) and a u8 zero point z (round(-min / s), in [0, 15]). The codes of a group of g values take
+//              ceil(g/2) bytes: byte j holds value j in its low nibble and value j + ceil(g/2) in
+//              its high nibble (ggml's Q4_0 order). Meta: the fp16 scales of all groups, then the
+//              zero points.
+// Rounding a scale up (to the next fp16 at or above the exact quotient) keeps every code in range,
+// so the only error is the rounding of x / s: at most s / 2 per value for int8, half an fp8 ulp
+// of x / s for fp8; int4 adds the rounding of its zero point: at most s per value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvasir {
+
+enum class KVDType : uint8_t { F32, F16, Int8, FP8E4M3, FP8E5M2, Int4 };
+
+// "f32", "f16", "int8", "fp8_e4m3", "fp8_e5m2", "int4".
+std::string_view kv_dtype_name(KVDType t);
+// Accepts the names above, "fp8" (= fp8_e4m3), and llama.cpp's cache type names "q8_0" (= int8)
+// and "q4_0" (= int4; Kvasir's int4 has a zero point, llama.cpp's q4_0 does not). Case-insensitive.
+std::optional<KVDType> kv_dtype_from_name(std::string_view name);
+// The accepted names, for error messages: "f16, f32, int8 (q8_0), fp8 (fp8_e4m3), ...".
+std::string_view kv_dtype_choices();
+bool kv_dtype_is_quantized(KVDType t);
+
+// The K and V dtypes of a cache (they may differ, as llama.cpp's -ctk / -ctv).
+struct KVCacheType {
+  KVDType k = KVDType::F16;
+  KVDType v = KVDType::F16;
+  bool operator==(const KVCacheType&) const = default;
+  // "f16", or "k=int8,v=int4" when they differ.
+  std::string name() const;
+};
+
+// Bytes of one row of `head_dim` values in dtype t.
+struct KVRowLayout {
+  size_t code_bytes = 0;
+  size_t meta_bytes = 0;
+  int group = 0;     // int4: values per group (the last may be shorter); else head_dim
+  int n_groups = 0;  // int4: groups per row; else 1
+  size_t bytes() const { return code_bytes + meta_bytes; }
+};
+KVRowLayout kv_row_layout(KVDType t, int head_dim);
+
+// Quantizes one row of head_dim floats into its codes and meta (layout above). A row (an int4
+// group) holding a NaN or an infinity gets a NaN scale, so all its values read back as NaN: the
+// attention output is then NaN, as it would be with the value itself in an f16 cache.
+void kv_quantize_row(KVDType t, const float* x, int head_dim, void* codes, void* meta);
+// The exact values the attention kernels compute from a stored row: for int8 fl(c * s), fp8
+// fl(fp8(c) * s), int4 fl((c - z) * s) (one rounding each), f16/f32 the stored value.
+void kv_dequantize_row(KVDType t, const void* codes, const void* meta, int head_dim, float* out);
+
+// Keys in int8 and int4 are stored rotated: the row is multiplied by the orthonormal
+// Walsh-Hadamard matrix (blocks of the largest power of two that divides head_dim, at most
+// head_dim) before it is quantized, and readers rotate each query the same way: q.k is unchanged
+// (H is orthonormal), while a key's few large channels (RoPE'd keys have them) are spread over the
+// block, so one scale per row fits all values (QuaRot, Ashkboos et al. 2024, does this for 4-bit
+// caches). Values are not rotated, nor are fp8 keys: fp8's error is relative to each value, so
+// spreading a large channel over the others makes it worse (stories260K, ctx 256: ΔPPL of fp8
+// keys +0.93% as they are, +2.7% rotated; int8 keys +0.19% -> +0.09%, int4 +62% -> +46%).
+// The rotation of one row depends on that row only.
+bool kv_rotates_keys(KVDType t);
+// In place: x <- x H (fast Walsh-Hadamard butterflies in increasing stride, then x 1/sqrt(block)).
+void kv_rotate_key(float* x, int head_dim);
+int kv_rotation_block(int head_dim);
+
+// FP8 conversions (round to nearest even, saturating to the largest finite value; NaN stays NaN).
+uint8_t fp32_to_e4m3(float f);
+uint8_t fp32_to_e5m2(float f);
+float e4m3_to_fp32(uint8_t c);
+float e5m2_to_fp32(uint8_t c);
+
+// The smallest fp16 value >= f (f >= 0, finite); 65504 when f is larger.
+uint16_t fp32_to_fp16_round_up(float f);
+
+}  // namespace kvasir
