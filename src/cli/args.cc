@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common.h"

@@ -233,7 +233,8 @@ Runner add_bench(CLI::App& app) {
     labels.dtype = std::string(dtype_name(model->weight_type()));
     if (!o->json) {
       fmt::print("kvasir bench: {} ({}, {}), {} threads, {} reps after a warm-up, KV {}\n",
-                 labels.model, labels.dtype, o->model, labels.threads, o->b.reps, o->b.kv_type.name());
+                 labels.model, labels.dtype, o->model, labels.threads, o->b.reps,
+                 o->b.kv_type.name());
       fmt::print(
           "weights streamed per decode step: {:.1f} MB; roofline = tok/s x bytes per "
           "step / (seqs x bandwidth)\n",

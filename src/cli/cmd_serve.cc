@@ -32,9 +32,9 @@ Runner add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   struct Opts {
     KVTypeOptions kvt;
-    std::string model, host = "127.0.0.1", memory, api_key_file, model_name,
-                       chat_template, max_body = "32MiB", ssl_cert_file, ssl_key_file,
-                       log_format = "text", log_level = "info";
+    std::string model, host = "127.0.0.1", memory, api_key_file, model_name, chat_template,
+                       max_body = "32MiB", ssl_cert_file, ssl_key_file, log_format = "text",
+                       log_level = "info";
     int port = 8080, max_seqs = 64, max_batched_tokens = 512, ctx = 0, max_queue = 256, threads = 0,
         http_threads = 0;
     bool static_batching = false, static_no_padding = false, no_prefix_caching = false,

@@ -146,10 +146,12 @@ server::ApiKeys collect_api_keys(const std::vector<std::string>& keys, const std
 
 void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o) {
   const std::string names(kv_dtype_choices());
-  cmd->add_option("--kv-dtype,--kv-type", o.kv, "KV cache dtype of K and V: " + names +
-                                                    " (default f16)");
-  cmd->add_option("--cache-type-k", o.k, "KV cache dtype of K only (also -ctk; default: --kv-dtype)");
-  cmd->add_option("--cache-type-v", o.v, "KV cache dtype of V only (also -ctv; default: --kv-dtype)");
+  cmd->add_option("--kv-dtype,--kv-type", o.kv,
+                  "KV cache dtype of K and V: " + names + " (default f16)");
+  cmd->add_option("--cache-type-k", o.k,
+                  "KV cache dtype of K only (also -ctk; default: --kv-dtype)");
+  cmd->add_option("--cache-type-v", o.v,
+                  "KV cache dtype of V only (also -ctv; default: --kv-dtype)");
 }
 
 KVCacheType resolve_kv_type(const KVTypeOptions& o) {

@@ -265,7 +265,8 @@ TEST(Attention, QuantizedValuesReadBackExactlyAsTheReferenceDequantizer) {
   // rewrites of code x scale), on every target. K goes through the same reader.
   ThreadPool pool(1);
   for_each_target([&] {
-    for (KVCacheType t : {kInt8, kE4M3, kE5M2, kInt4, KVCacheType{KVDType::Int8, KVDType::FP8E4M3}}) {
+    for (KVCacheType t :
+         {kInt8, kE4M3, kE5M2, kInt4, KVCacheType{KVDType::Int8, KVDType::FP8E4M3}}) {
       for (int dim : {8, 36, 64, 128}) {
         World w(4, 2, dim, t, {3}, 30 + dim);
         Batch b(w, {{0, 0}});
@@ -418,20 +419,17 @@ TEST_P(AttentionInvariance, ThreadCountDoesNotMatter) {
   EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4), 0) << "1 vs 3";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
-                         // MHA shapes (one row per decode item) read the cache in place
-                         // when alone and through a converted tile in a batch: both must agree.
-                         ::testing::Values(Shape{8, 2, 64, kF16}, Shape{4, 4, 32, kF32},
-                                           Shape{4, 1, 128, kF16},
-                                           Shape{6, 6, 64, kF16},
-                                           Shape{2, 2, 24, kF16}, Shape{8, 2, 64, kInt8},
-                                           Shape{6, 6, 64, kE4M3}, Shape{4, 4, 32, kInt4},
-                                           Shape{4, 4, 32, {KVDType::F16, KVDType::F32}},
-                                           Shape{8, 4, 8, kE5M2}),
-                         [](const ::testing::TestParamInfo<Shape>& i) {
-                           return shape_name(i.param.n_heads, i.param.n_kv_heads,
-                                             i.param.head_dim, i.param.type);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionInvariance,
+    // MHA shapes (one row per decode item) read the cache in place
+    // when alone and through a converted tile in a batch: both must agree.
+    ::testing::Values(Shape{8, 2, 64, kF16}, Shape{4, 4, 32, kF32}, Shape{4, 1, 128, kF16},
+                      Shape{6, 6, 64, kF16}, Shape{2, 2, 24, kF16}, Shape{8, 2, 64, kInt8},
+                      Shape{6, 6, 64, kE4M3}, Shape{4, 4, 32, kInt4},
+                      Shape{4, 4, 32, {KVDType::F16, KVDType::F32}}, Shape{8, 4, 8, kE5M2}),
+    [](const ::testing::TestParamInfo<Shape>& i) {
+      return shape_name(i.param.n_heads, i.param.n_kv_heads, i.param.head_dim, i.param.type);
+    });
 
 TEST(Attention, OutputMayAliasQ) {
   World w(8, 2, 64, kF16, {30, 9}, 14);

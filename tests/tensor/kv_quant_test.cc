@@ -136,7 +136,7 @@ TEST(KVQuant, RowLayoutSizes) {
   EXPECT_EQ(kv_row_layout(KVDType::Int4, 64).bytes(), 32u + 6u);
   EXPECT_EQ(kv_row_layout(KVDType::Int4, 128).bytes(), 64u + 12u);
   EXPECT_EQ(kv_row_layout(KVDType::Int4, 8).bytes(), 4u + 3u);  // stories260K: one group of 8
-  const KVRowLayout odd = kv_row_layout(KVDType::Int4, 80);    // groups 32, 32, 16
+  const KVRowLayout odd = kv_row_layout(KVDType::Int4, 80);     // groups 32, 32, 16
   EXPECT_EQ(odd.n_groups, 3);
   EXPECT_EQ(odd.code_bytes, 40u);
   EXPECT_EQ(odd.meta_bytes, 9u);
@@ -219,8 +219,7 @@ TEST(KVQuant, ZeroAndConstantRows) {
     const std::vector<float> zero(64, 0.0f);
     for (float v : round_trip(t, zero, &meta)) ASSERT_EQ(v, 0.0f) << kv_dtype_name(t);
     const std::vector<float> c(64, -2.5f);  // int4: the range widened to hold 0 keeps it exact
-    for (float v : round_trip(t, c, &meta))
-      ASSERT_NEAR(v, -2.5f, 2.5f / 100) << kv_dtype_name(t);
+    for (float v : round_trip(t, c, &meta)) ASSERT_NEAR(v, -2.5f, 2.5f / 100) << kv_dtype_name(t);
   }
 }
 
@@ -286,8 +285,8 @@ TEST(KVQuant, Names) {
   EXPECT_EQ(kv_dtype_from_name("f16"), KVDType::F16);
   EXPECT_FALSE(kv_dtype_from_name("q5_1").has_value());
   EXPECT_FALSE(kv_dtype_from_name("").has_value());
-  for (KVDType t : {KVDType::F32, KVDType::F16, KVDType::Int8, KVDType::FP8E4M3,
-                    KVDType::FP8E5M2, KVDType::Int4})
+  for (KVDType t : {KVDType::F32, KVDType::F16, KVDType::Int8, KVDType::FP8E4M3, KVDType::FP8E5M2,
+                    KVDType::Int4})
     EXPECT_EQ(kv_dtype_from_name(kv_dtype_name(t)), t);
   EXPECT_EQ((KVCacheType{KVDType::Int8, KVDType::Int8}).name(), "int8");
   EXPECT_EQ((KVCacheType{KVDType::F16, KVDType::Int4}).name(), "k=f16,v=int4");

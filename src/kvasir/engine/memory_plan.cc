@@ -118,13 +118,12 @@ std::string describe_plan(const Plan& p) {
   line("activations (estimate)", format_size(p.activation_bytes));
   line("margin", format_size(p.margin_bytes));
   line("KV budget", format_size(p.kv_budget_bytes));
-  line("KV bytes per token",
-       p.kv_type == KVCacheType{}
-           ? p.kv_bytes_formula
-           : fmt::format("{} ({:.1f}% of f16's {} B)", p.kv_bytes_formula,
-                         100.0 * static_cast<double>(p.kv_bytes_per_token) /
-                             static_cast<double>(p.kv_bytes_per_token_f16),
-                         p.kv_bytes_per_token_f16));
+  line("KV bytes per token", p.kv_type == KVCacheType{}
+                                 ? p.kv_bytes_formula
+                                 : fmt::format("{} ({:.1f}% of f16's {} B)", p.kv_bytes_formula,
+                                               100.0 * static_cast<double>(p.kv_bytes_per_token) /
+                                                   static_cast<double>(p.kv_bytes_per_token_f16),
+                                               p.kv_bytes_per_token_f16));
   line("KV block", fmt::format("{} tokens, {}", p.block_size, format_size(p.kv_bytes_per_block)));
   line("blocks that fit",
        fmt::format("{} ({} tokens)", p.kv_blocks_fit, p.kv_blocks_fit * p.block_size));

@@ -39,7 +39,7 @@ struct PlanOptions {
   int ctx = 0;                   // max model length; 0: the model's training context
   int max_seqs = 64;             // sequences running at once
   int max_batched_tokens = 512;  // tokens per step
-  KVCacheType kv_type{};       // K and V element formats
+  KVCacheType kv_type{};         // K and V element formats
   int block_size = 16;
   int64_t margin_bytes = int64_t{64} << 20;
 };

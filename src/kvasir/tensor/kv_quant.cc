@@ -327,12 +327,14 @@ void kv_dequantize_row(KVDType t, const void* codes, const void* meta, int head_
       const float s = scale_at(0);
       const auto* c = static_cast<const uint8_t*>(codes);
       const bool e4 = t == KVDType::FP8E4M3;
-      for (int i = 0; i < head_dim; ++i) out[i] = (e4 ? e4m3_to_fp32(c[i]) : e5m2_to_fp32(c[i])) * s;
+      for (int i = 0; i < head_dim; ++i)
+        out[i] = (e4 ? e4m3_to_fp32(c[i]) : e5m2_to_fp32(c[i])) * s;
       return;
     }
     case KVDType::Int4: {
       const auto* c = static_cast<const uint8_t*>(codes);
-      const uint8_t* zeros = static_cast<const uint8_t*>(meta) + 2 * static_cast<size_t>(L.n_groups);
+      const uint8_t* zeros =
+          static_cast<const uint8_t*>(meta) + 2 * static_cast<size_t>(L.n_groups);
       for (int gi = 0; gi < L.n_groups; ++gi) {
         const int g0 = gi * L.group;
         const int g = std::min(L.group, head_dim - g0);

@@ -15,10 +15,10 @@
 //   int4       asymmetric in groups of 32 values along the head (the whole head when it is
 //              shorter; the last group may be shorter): x ~= s * (c - z), c in [0, 15]; per group
 //              an fp16 scale s ((max - min) / 15, rounded up, over the group's range widened
-//              to hold 0) and a u8 zero point z (round(-min / s), in [0, 15]). The codes of a group of g values take
-//              ceil(g/2) bytes: byte j holds value j in its low nibble and value j + ceil(g/2) in
-//              its high nibble (ggml's Q4_0 order). Meta: the fp16 scales of all groups, then the
-//              zero points.
+//              to hold 0) and a u8 zero point z (round(-min / s), in [0, 15]). The codes of a group
+//              of g values take ceil(g/2) bytes: byte j holds value j in its low nibble and value j
+//              + ceil(g/2) in its high nibble (ggml's Q4_0 order). Meta: the fp16 scales of all
+//              groups, then the zero points.
 // Rounding a scale up (to the next fp16 at or above the exact quotient) keeps every code in range,
 // so the only error is the rounding of x / s: at most s / 2 per value for int8, half an fp8 ulp
 // of x / s for fp8; int4 adds the rounding of its zero point: at most s per value.

@@ -24,8 +24,8 @@ namespace kvasir::cpu {
 // Writes K and V rows (n_tokens x n_kv_heads*head_dim floats each) into their slots
 // (slot[t] = block_id * block_size + offset), each in its dtype (K and V may differ). F16 rounds
 // to nearest even, bit-identical to fp32_to_fp16; the quantized dtypes are bit-identical to
-// kv_quantize_row (one row = one token of one KV head, quantized on its own). Slots are always checked against n_blocks (kvasir::Error; costs one compare per
-// token).
+// kv_quantize_row (one row = one token of one KV head, quantized on its own). Slots are always
+// checked against n_blocks (kvasir::Error; costs one compare per token).
 void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
               int64_t n_tokens);
 

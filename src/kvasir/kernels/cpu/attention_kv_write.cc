@@ -93,8 +93,8 @@ void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const i
       }
       WriteRow(kv.k_type, krow, dim, static_cast<uint8_t*>(kv.k) + tile * k_tile, kv.block_size,
                offset);
-      WriteRow(kv.v_type, v + src, dim, static_cast<uint8_t*>(kv.v) + tile * v_tile,
-               kv.block_size, offset);
+      WriteRow(kv.v_type, v + src, dim, static_cast<uint8_t*>(kv.v) + tile * v_tile, kv.block_size,
+               offset);
     }
   }
 }
