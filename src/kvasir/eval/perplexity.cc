@@ -11,7 +11,8 @@ namespace kvasir {
 
 PerplexityResult perplexity(const Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
                             const PerplexityOptions& opt,
-                            const std::function<void(int, double)>& progress) {
+                            const std::function<void(int, double)>& progress,
+                            const ScoredRowFn& on_row) {
   if (opt.ctx < 4) fail("perplexity: context {} is too small (need at least 4)", opt.ctx);
   int n_chunks = static_cast<int>(tokens.size() / static_cast<size_t>(opt.ctx));
   if (opt.max_chunks >= 0) n_chunks = std::min(n_chunks, opt.max_chunks);
@@ -44,6 +45,7 @@ PerplexityResult perplexity(const Model& model, ThreadPool& pool, std::span<cons
       for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
       const int32_t next = tokens[start + static_cast<size_t>(j) + 1];
       nll_sum += -(double(row[next]) - mx - std::log(sum));
+      if (on_row) on_row(c, j, std::span<const float>(row, static_cast<size_t>(V)), next);
       r.scored++;
     }
     r.chunks = c + 1;

@@ -30,10 +30,16 @@ struct PerplexityResult {
   double seconds = 0;
 };
 
+// Called for every scored prediction, in order: the model's logits (n_vocab floats) at chunk
+// position j (ctx/2 <= j <= ctx-2) and the token that follows. The KL divergence tools
+// (eval/kl_divergence.h) save or compare these rows.
+using ScoredRowFn =
+    std::function<void(int chunk, int j, std::span<const float> logits, int32_t next)>;
+
 // Throws kvasir::Error if the tokens do not fill at least one chunk of ctx tokens.
-PerplexityResult perplexity(
-    const Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
-    const PerplexityOptions& opt,
-    const std::function<void(int chunk, double running_ppl)>& progress = {});
+PerplexityResult perplexity(const Model& model, ThreadPool& pool, std::span<const int32_t> tokens,
+                            const PerplexityOptions& opt,
+                            const std::function<void(int chunk, double running_ppl)>& progress = {},
+                            const ScoredRowFn& on_row = {});
 
 }  // namespace kvasir
