@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   reg(kvasir::cli::add_bench);
   reg(kvasir::cli::add_plan);
   reg(kvasir::cli::add_serve);
+  reg(kvasir::cli::add_eval);
   kvasir::cli::add_env_and_config(app);
 
   kvasir::cli::PreparedArgs prepared;

@@ -1,0 +1,107 @@
+// kvasir eval golden -m FILE --set GOLDEN.jsonl [--kv-dtype T] [--json] [--record OUT.jsonl]:
+// runs a golden set (eval/golden.h) greedily, case by case, and prints the pass rate and where each
+// failing case diverged; exits 1 when a case fails. --record writes the set back with this model's
+// outputs as "expected" (how a golden set is made from a reference model).
+#include <fmt/format.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.h"
+#include "common.h"
+#include "kvasir/eval/golden.h"
+#include "kvasir/tokenizer/tokenizer.h"
+#include "kvasir/util/error.h"
+
+namespace kvasir::cli {
+
+namespace {
+
+Runner add_eval_golden(CLI::App& eval) {
+  auto* cmd = eval.add_subcommand(
+      "golden", "Run a golden set: greedy outputs against expected continuations or substrings");
+  struct Opts {
+    KVTypeOptions kvt;
+    std::string model, set, record;
+    int threads = 0;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  cmd->add_option("--set", o->set, "Golden set (JSON Lines: prompt, expected or contains)")
+      ->required();
+  cmd->add_option("--record", o->record,
+                  "Write the set with this model's outputs as \"expected\" to this file");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  add_kv_type_options(cmd, o->kvt);
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  return [o]() {
+    check_input_file(o->model, "model");
+    check_input_file(o->set, "golden set");
+    const KVCacheType kvt = resolve_kv_type(o->kvt);
+    const auto cases = read_golden_set(o->set, /*need_answer=*/o->record.empty());
+    auto model = Model::load(o->model);
+    Tokenizer tok = Tokenizer::from_gguf(model->file());
+    ThreadPool pool(o->threads);
+    GoldenOptions go;
+    go.kv_type = kvt;
+    const auto results = run_golden_set(*model, tok, pool, cases, go);
+    if (!o->record.empty()) {
+      std::ofstream out(o->record, std::ios::binary);
+      out << golden_set_jsonl(cases, results);
+      if (!out.flush()) fail("--record {}: cannot write the file", o->record);
+      fmt::print(stderr, "recorded {} cases to {}\n", cases.size(), o->record);
+      return 0;
+    }
+    int passed = 0;
+    for (const auto& r : results) passed += r.pass ? 1 : 0;
+    const double rate = static_cast<double>(passed) / static_cast<double>(results.size());
+    if (o->json) {
+      nlohmann::json cs = nlohmann::json::array();
+      for (const auto& r : results) {
+        nlohmann::json c = {{"id", r.id}, {"pass", r.pass}, {"tokens", r.tokens}};
+        if (!r.pass) {
+          c["output"] = r.output;
+          if (r.diverged_char >= 0) {
+            c["diverged_char"] = r.diverged_char;
+            c["diverged_token"] = r.diverged_token;
+          }
+        }
+        cs.push_back(c);
+      }
+      nlohmann::json j = {{"model", o->model},     {"set", o->set},
+                          {"kv_type", kvt.name()}, {"cases", results.size()},
+                          {"passed", passed},      {"pass_rate", rate},
+                          {"results", cs}};
+      fmt::print("{}\n", j.dump());
+    } else {
+      for (const auto& r : results) {
+        if (r.pass) continue;
+        if (r.diverged_char >= 0) {
+          fmt::print(
+              "FAIL {}: diverged at character {} (generated token {}): expected \"{}\", "
+              "got \"{}\"\n",
+              r.id, r.diverged_char, r.diverged_token, r.want_at, r.got_at);
+        } else {
+          fmt::print("FAIL {}: the substring is not in the output \"{}\"\n", r.id, r.output);
+        }
+      }
+      fmt::print("golden set {}: {} of {} cases pass ({:.1f}%), KV {}\n", o->set, passed,
+                 results.size(), 100 * rate, kvt.name());
+    }
+    return passed == static_cast<int>(results.size()) ? 0 : 1;
+  };
+}
+
+}  // namespace
+
+Runner add_eval(CLI::App& app) {
+  auto* cmd = app.add_subcommand("eval", "Quality checks: golden sets");
+  cmd->require_subcommand(1);
+  Runner golden = add_eval_golden(*cmd);
+  return [golden]() { return golden(); };
+}
+
+}  // namespace kvasir::cli
