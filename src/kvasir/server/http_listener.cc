@@ -682,6 +682,16 @@ void HttpListener::stop() {
   if (I.stopped.exchange(true)) return;
   if (!I.started) return;
   stop_accepting();
+  // Responses whose last bytes are being written (a stream's final events and its terminating
+  // chunk, queued just before stop) get a bounded moment to reach the socket; a client that does
+  // not read holds its connection busy and is cut when the moment ends.
+  const auto flush_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (;;) {
+    bool busy = false;
+    for (auto& c : I.live()) busy = busy || c->busy();
+    if (!busy || std::chrono::steady_clock::now() >= flush_until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   close_connections();
   // Workers finish what they hold (their writes fail on the closed sockets) while the I/O threads
   // still run the completions they wait for.
