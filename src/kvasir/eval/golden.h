@@ -53,7 +53,6 @@ struct GoldenResult {
 
 struct GoldenOptions {
   KVCacheType kv_type{};
-  int threads = 0;
 };
 
 std::vector<GoldenResult> run_golden_set(const Model& model, const Tokenizer& tok, ThreadPool& pool,

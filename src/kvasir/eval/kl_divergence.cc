@@ -71,10 +71,9 @@ void LogitsWriter::add(std::span<const float> logits) {
   if (static_cast<int64_t>(logits.size()) != n_vocab_)
     fail("{}: a row of {} logits, expected {}", path_, logits.size(), n_vocab_);
   if (rows_ >= expected_rows_) fail("{}: more rows than the header's {}", path_, expected_rows_);
-  std::vector<double> lp;
-  log_softmax(logits, lp);
-  buf_.resize(lp.size());
-  for (size_t i = 0; i < lp.size(); ++i) buf_[i] = static_cast<float>(lp[i]);
+  log_softmax(logits, lp_);
+  buf_.resize(lp_.size());
+  for (size_t i = 0; i < lp_.size(); ++i) buf_[i] = static_cast<float>(lp_[i]);
   if (std::fwrite(buf_.data(), 4, buf_.size(), f_) != buf_.size())
     fail("{}: write failed ({})", path_, std::strerror(errno));
   rows_++;
@@ -126,8 +125,8 @@ void KLAccumulator::add(std::span<const float> logits, int32_t next) {
   if (static_cast<int>(logits.size()) != base_.n_vocab())
     fail("{}: the model has {} logits a token, the reference {}", base_.path(), logits.size(),
          base_.n_vocab());
-  std::vector<double> q;
-  log_softmax(logits, q);
+  log_softmax(logits, q_);
+  const std::vector<double>& q = q_;
   const float* b = base_.row(row_++);
   double kld = 0;
   size_t top_b = 0, top_q = 0;

@@ -52,6 +52,7 @@ class LogitsWriter {
   int n_vocab_;
   int64_t expected_rows_;
   int64_t rows_ = 0;
+  std::vector<double> lp_;  // the row's log-softmax, reused
   std::vector<float> buf_;
 };
 
@@ -101,6 +102,7 @@ class KLAccumulator {
   double ln_ratio_sum_ = 0, ln_ratio_sq_ = 0, nll_q_ = 0, nll_b_ = 0;
   double dp_sum_ = 0, dp_sq_ = 0;
   int64_t same_ = 0;
+  std::vector<double> q_;  // the row's log-softmax, reused
 };
 
 // llama-perplexity's "Perplexity statistics" and "KL divergence statistics" blocks.

@@ -52,7 +52,10 @@ std::vector<ReportRow> run_quality_report(const ReportOptions& opt,
   std::vector<int32_t> tokens;
   int n_vocab = 0;
   ScratchFile scratch;
-  scratch.path = fmt::format("{}/kvasir-report-{}.logits", opt.scratch_dir, ::getpid());
+  const std::string dir = opt.scratch_dir.empty()
+                              ? std::filesystem::temp_directory_path().string()
+                              : opt.scratch_dir;
+  scratch.path = fmt::format("{}/kvasir-report-{}.logits", dir, ::getpid());
   std::unique_ptr<LogitsReader> base;
   double base_ppl = 0;
 

@@ -29,7 +29,7 @@ struct ReportOptions {
   std::string golden_set;  // "" = no golden column
   int tg = 0;              // > 0: measure tg<tg> tok/s (3 repetitions)
   int threads = 0;
-  std::string scratch_dir = "/tmp";  // where the reference distributions are kept meanwhile
+  std::string scratch_dir;  // where the reference distributions are kept meanwhile ("" = TMPDIR)
 };
 
 struct ReportRow {

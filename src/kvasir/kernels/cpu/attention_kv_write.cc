@@ -78,7 +78,9 @@ void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const i
   const size_t k_tile = kv.k_tile_bytes();
   const size_t v_tile = kv.v_tile_bytes();
   const bool rotate = kv_rotates_keys(kv.k_type);
-  std::vector<float> rotated(rotate ? static_cast<size_t>(dim) : 0);
+  // Scratch for one rotated key row, per thread, grown once: nothing is allocated per step.
+  static thread_local std::vector<float> rotated;
+  if (rotate && rotated.size() < static_cast<size_t>(dim)) rotated.resize(static_cast<size_t>(dim));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const size_t block = static_cast<size_t>(slots[t] / kv.block_size);
     const size_t offset = static_cast<size_t>(slots[t] % kv.block_size);
