@@ -43,7 +43,7 @@ Runner add_eval_golden(CLI::App& eval) {
   add_kv_type_options(cmd, o->kvt);
   cmd->add_flag("--json", o->json, "Print one JSON object");
   return [o]() {
-    check_input_file(o->model, "model");
+    check_model_path(o->model, "model");
     check_input_file(o->set, "golden set");
     const KVCacheType kvt = resolve_kv_type(o->kvt);
     const auto cases = read_golden_set(o->set, /*need_answer=*/o->record.empty());
@@ -123,7 +123,7 @@ Runner add_eval_report(CLI::App& eval) {
   cmd->add_flag("--json", o->json, "Print the rows as one JSON array");
   return [o]() {
     ReportOptions r = o->r;
-    check_input_file(r.reference, "model");
+    check_model_path(r.reference, "model");
     check_text_file(r.text, "text file");
     if (!r.golden_set.empty()) check_input_file(r.golden_set, "golden set");
     auto split = [](const std::string& list) {
@@ -138,7 +138,7 @@ Runner add_eval_report(CLI::App& eval) {
       return out;
     };
     r.variants = split(o->variants);
-    for (const auto& v : r.variants) check_input_file(v, "--variants model");
+    for (const auto& v : r.variants) check_model_path(v, "--variants model");
     r.kv_types.clear();
     for (const auto& name : split(o->kv_types)) {
       const auto t = kv_dtype_from_name(name);

@@ -68,7 +68,7 @@ Runner add_imatrix(CLI::App& app) {
                   "Tokens per forward step (llama.cpp's --ubatch-size; default 512)");
   add_kv_type_options(cmd, o->kvt);
   return [o]() {
-    check_input_file(o->model, "model");
+    check_model_path(o->model, "model");
     check_text_file(o->file, "text file");
     check_output_path(o->out);
     const KVCacheType kvt = resolve_kv_type(o->kvt);

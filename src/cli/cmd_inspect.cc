@@ -9,22 +9,52 @@
 
 #include "commands.h"
 #include "kvasir/format/gguf.h"
+#include "kvasir/format/safetensors.h"
+#include "kvasir/hf/hf_checkpoint.h"
 #include "kvasir/model/config.h"
 #include "kvasir/quant/quant_mixture.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cli {
 
+namespace {
+
+// The folder as stored: config.json's architecture, the shards and their tensors (HF names,
+// dtypes, row-major shapes), before the GGUF view that follows.
+void print_hf_folder(const std::string& folder, const gguf::GGUFFile& view) {
+  const auto ck = safetensors::SafetensorsCheckpoint::open(folder);
+  fmt::print("folder: {} (Hugging Face model, {} safetensors shard{}, {} bytes)\n", folder,
+             ck.shards().size(), ck.shards().size() == 1 ? "" : "s", ck.total_bytes());
+  for (const auto& sh : ck.shards())
+    fmt::print("  shard {}: {} tensors, {} bytes\n", sh->path(), sh->tensors().size(),
+               sh->file_size());
+  fmt::print("\nstored tensors ({}):\n", ck.tensors().size());
+  for (const safetensors::TensorInfo* t : ck.tensors()) {
+    std::string shape;
+    for (size_t i = 0; i < t->shape.size(); ++i)
+      shape += (i ? ", " : "") + std::to_string(t->shape[i]);
+    fmt::print("  {:<52} {:<8} [{}]\n", t->name, safetensors::dtype_name(t->dtype), shape);
+  }
+  fmt::print("\nas GGUF (what `kvasir convert` writes; {} tensors):\n", view.tensors().size());
+}
+
+}  // namespace
+
 Runner add_inspect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Show a GGUF file's metadata and tensors");
+  auto* cmd = app.add_subcommand(
+      "inspect", "Show a GGUF file's (or a Hugging Face folder's) metadata and tensors");
   auto path = std::make_shared<std::string>();
   auto full = std::make_shared<bool>(false);
-  cmd->add_option("file", *path, "GGUF file")->required();
+  cmd->add_option("file", *path, "GGUF file or Hugging Face model folder")->required();
   cmd->add_flag("--full", *full, "Print long arrays in full");
   return [path, full]() {
-    gguf::GGUFFile f(*path);
-    fmt::print("file: {}\nGGUF version {}, {} bytes, alignment {}, data offset {}\n", *path,
-               f.version(), f.file_size(), f.alignment(), f.data_offset());
+    const std::unique_ptr<gguf::GGUFFile> file = hf::open_model_file(*path);
+    const gguf::GGUFFile& f = *file;
+    if (f.in_memory())
+      print_hf_folder(*path, f);
+    else
+      fmt::print("file: {}\nGGUF version {}, {} bytes, alignment {}, data offset {}\n", *path,
+                 f.version(), f.file_size(), f.alignment(), f.data_offset());
     fmt::print("\nmetadata ({} keys):\n", f.metadata().size());
     for (const auto& [k, v] : f.metadata())
       fmt::print("  {:<44} {:<8} {}\n", k, gguf::value_type_name(v.type),

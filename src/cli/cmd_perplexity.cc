@@ -48,7 +48,7 @@ Runner add_perplexity(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print one JSON object");
   return [o]() {
     // Inputs first: a binary file (e.g. -f model.gguf) is refused, not scored as text.
-    check_input_file(o->model, "model");
+    check_model_path(o->model, "model");
     if (o->file.empty() && o->kl_base.empty()) fail("--file: a text file is required");
     if (!o->file.empty()) check_text_file(o->file, "text file");
     const KVCacheType kvt = resolve_kv_type(o->kvt);

@@ -133,7 +133,7 @@ Runner add_quantize(CLI::App& app) {
       out = (slash == std::string::npos ? std::string() : in.substr(0, slash + 1)) + "ggml-model-" +
             std::string(mixture_name(ft)) + ".gguf";
     }
-    check_input_file(in, "input model");
+    check_model_path(in, "input model");
 
     QuantizeOptions opts;
     opts.allow_requantize = o->allow_requantize;

@@ -75,7 +75,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
   return [o]() {
     // Every input is checked before anything loads.
-    check_input_file(o->model, "model");
+    check_model_path(o->model, "model");
     std::string prompt = o->prompt;
     if (!o->prompt_file.empty()) {
       check_text_file(o->prompt_file, "prompt file");

@@ -143,7 +143,7 @@ Runner add_serve(CLI::App& app) {
       check_input_file(o->ssl_key_file, "TLS private key");
     }
     // Every input file before any work (loading, planning): a typo fails at once.
-    check_input_file(o->model, "model");
+    check_model_path(o->model, "model");
     server::ApiKeys api_keys = collect_api_keys(o->api_keys, o->api_key_file);
     ChatTemplateChoice tmpl = choose_chat_template(o->chat_template, "--chat-template");
     PlanOptions po;
@@ -199,8 +199,14 @@ Runner add_serve(CLI::App& app) {
     }
 
     server::ServerConfig sc;
-    sc.model_name =
-        o->model_name.empty() ? std::filesystem::path(o->model).stem().string() : o->model_name;
+    if (o->model_name.empty()) {
+      // A GGUF file's stem, a Hugging Face folder's name (a trailing '/' allowed).
+      std::filesystem::path p = std::filesystem::path(o->model).lexically_normal();
+      if (p.filename().empty()) p = p.parent_path();
+      sc.model_name = std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
+    } else {
+      sc.model_name = o->model_name;
+    }
     std::string template_label = "none";
     if (!tmpl.empty()) {
       // A built-in writes BOS where llama.cpp's tokenizer would add it (builtin_templates.h).

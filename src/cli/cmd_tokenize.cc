@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "kvasir/hf/hf_checkpoint.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
 
@@ -40,7 +41,7 @@ Runner add_tokenize(CLI::App& app) {
       ss << in.rdbuf();
       input = ss.str();
     }
-    Tokenizer tok = Tokenizer::from_file(o->model);
+    Tokenizer tok = Tokenizer::from_gguf(*hf::open_model_file(o->model));
     if (o->detok) {
       nlohmann::json j;
       try {

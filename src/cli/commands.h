@@ -25,6 +25,7 @@ Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_eval(CLI::App& app);
+Runner add_convert(CLI::App& app);
 
 // The warning of every command that takes --ctx, when it asks for more than the model was trained
 // on (ctx_train 0: the GGUF does not say).

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kvasir/chat/chat_template.h"
+#include "kvasir/hf/hf_checkpoint.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cli {
@@ -33,6 +34,17 @@ void check_input_file(const std::string& path, std::string_view what) {
   if (std::filesystem::is_directory(st)) fail("{}: cannot read the {} (a directory)", path, what);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read the {} ({})", path, what, std::strerror(errno));
+}
+
+void check_model_path(const std::string& path, std::string_view what) {
+  if (hf::is_hf_folder(path)) return;  // a Hugging Face folder; its files are checked at load
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(
+        "{}: cannot read the {} (a folder without config.json: expected a GGUF file or a "
+        "Hugging Face model folder)",
+        path, what);
+  check_input_file(path, what);
 }
 
 std::string read_input_file(const std::string& path, std::string_view what) {

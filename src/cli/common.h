@@ -75,6 +75,8 @@ CLI::Option* add_model_option(CLI::App* cmd, std::string& model, bool positional
 
 // Throws kvasir::Error "PATH: cannot read the WHAT (REASON)" unless PATH is a readable file.
 void check_input_file(const std::string& path, std::string_view what);
+// A model path: a Hugging Face folder (a directory with config.json), else as check_input_file.
+void check_model_path(const std::string& path, std::string_view what);
 std::string read_input_file(const std::string& path, std::string_view what);
 
 // Throws kvasir::Error naming PATH unless its first `limit` bytes are text: no NUL byte and

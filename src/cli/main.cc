@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   reg(kvasir::cli::add_inspect);
   reg(kvasir::cli::add_tokenize);
   reg(kvasir::cli::add_quantize);
+  reg(kvasir::cli::add_convert);
   reg(kvasir::cli::add_perplexity);
   reg(kvasir::cli::add_imatrix);
   reg(kvasir::cli::add_synth);

@@ -23,6 +23,12 @@
 namespace kvasir {
 namespace {
 
+QuantizeOptions pure_options() {
+  QuantizeOptions o;
+  o.pure = true;
+  return o;
+}
+
 using test_util::stories260k_path;
 using test_util::temp_dir;
 
@@ -229,6 +235,68 @@ TEST(LlamaCppGreedyFormats, LlamaTinyEveryFormatMatches) {
 INSTANTIATE_TEST_SUITE_P(Types, LlamaCppGreedy,
                          ::testing::Values("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
                                            "iq4_nl"));
+
+}  // namespace
+}  // namespace kvasir
+
+namespace kvasir {
+namespace {
+
+// A Hugging Face folder (tinystories-656k) converted by `kvasir convert` (as stored, F32):
+// llama.cpp loads the file (so its metadata, vocabulary and un-permuted Q/K rows are what
+// llama.cpp's llama graph expects) and continues every prompt exactly as we do from the folder's
+// file, in F32 without a single differing step, and from BOS as the model's published sample.
+TEST(LlamaCppGreedyHf, ConvertedTinyStoriesFolderMatches) {
+  std::string why;
+  if (!reference_available(&why)) GTEST_SKIP() << "llama.cpp reference not available: " << why;
+  if (std::getenv("KVASIR_SANITIZER_RUN"))
+    GTEST_SKIP() << "compared in the release run; the sanitizer run only checks memory safety";
+  const std::string folder = test_util::models_dir() + "/tinystories-656k";
+  const std::string path = temp_dir() + "/tinystories-656k-f32.gguf";
+  quantize_gguf(folder, path, DType::F32, pure_options());
+  const std::vector<std::string> prompts = {"Once upon a time", "Tom and Lily went to",
+                                            "The little dog"};
+  ThreadPool pool(2);
+  EXPECT_EQ(compare_greedy(path, "hf-f32", prompts, 96, pool), 0);
+}
+
+}  // namespace
+}  // namespace kvasir
+
+namespace kvasir {
+namespace {
+
+// The qwen2 and qwen3 graphs (NeoX RoPE, Q/K/V biases; per-head Q/K RMSNorm) against llama.cpp's
+// own on synthetic F32 files with a real vocabulary. Random weights leave near-ties among 50257
+// tokens, so a differing step is allowed where compare_greedy allows one (a top-2 gap within the
+// rounding noise measured on the same path); any other difference fails.
+TEST(LlamaCppGreedyArchs, Qwen2AndQwen3Match) {
+  std::string why;
+  if (!reference_available(&why)) GTEST_SKIP() << "llama.cpp reference not available: " << why;
+  if (std::getenv("KVASIR_SANITIZER_RUN"))
+    GTEST_SKIP() << "compared in the release run; the sanitizer run only checks memory safety";
+  const std::string vocab = test_util::models_dir() + "/vocab/ggml-vocab-gpt-2.gguf";
+  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << "no gpt-2 vocabulary at " << vocab;
+  ThreadPool pool(2);
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    SCOPED_TRACE(arch);
+    SynthSpec s;
+    s.arch = arch;
+    s.dim = 128;
+    s.n_layers = 2;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.ffn_dim = 256;
+    s.vocab_from = vocab;
+    s.n_vocab =
+        static_cast<int>(gguf::GGUFFile(vocab).get_string_array("tokenizer.ggml.tokens").size());
+    const std::string path = temp_dir() + "/synth-" + arch + ".gguf";
+    write_synthetic_model(s, path);
+    const int near_ties =
+        compare_greedy(path, arch, {"Once upon a time", "The little dog"}, 32, pool);
+    EXPECT_LE(near_ties, 2);
+  }
+}
 
 }  // namespace
 }  // namespace kvasir

@@ -1,6 +1,6 @@
 // The model's forward pass against the scalar reference (reference_llama.h), on the trained
-// stories260K and on random llama/qwen2 models covering GQA, MQA, NeoX RoPE, QKV bias, tied and
-// untied output and every weight dtype; plus batch invariance of the logits.
+// stories260K and on random llama/qwen2/qwen3 models covering GQA, MQA, NeoX RoPE, QKV bias, Q/K
+// norms, tied and untied output and every weight dtype; plus batch invariance of the logits.
 #include "kvasir/model/model.h"
 
 #include <gtest/gtest.h>
@@ -120,6 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
                       SynthCase{"llama_gqa_bf16", "llama", 4, 2, false, DType::BF16, 1e-3},
                       SynthCase{"qwen2_gqa_f32", "qwen2", 8, 2, false, DType::F32, 1e-3},
                       SynthCase{"qwen2_tied_q8_0", "qwen2", 4, 2, true, DType::Q8_0, 0.15},
+                      SynthCase{"qwen3_gqa_f32", "qwen3", 8, 2, false, DType::F32, 1e-3},
+                      SynthCase{"qwen3_tied_bf16", "qwen3", 4, 1, true, DType::BF16, 1e-3},
                       SynthCase{"llama_gqa_q8_0", "llama", 8, 4, false, DType::Q8_0, 0.15},
                       SynthCase{"llama_gqa_q4_0", "llama", 8, 4, false, DType::Q4_0, 0.15}),
     [](const auto& info) { return std::string(info.param.name); });

@@ -90,7 +90,11 @@ std::vector<std::vector<float>> reference_logits(const gguf::GGUFFile& f,
         wo = load(f, p + "attn_output.weight"), fn = load(f, p + "ffn_norm.weight"),
         wg = load(f, p + "ffn_gate.weight"), wu = load(f, p + "ffn_up.weight"),
         wd = load(f, p + "ffn_down.weight");
-    Mat bq, bk, bv;
+    Mat bq, bk, bv, qn, kn;
+    if (c.qk_norm) {
+      qn = load(f, p + "attn_q_norm.weight");
+      kn = load(f, p + "attn_k_norm.weight");
+    }
     if (c.qkv_bias) {
       bq = load(f, p + "attn_q.bias");
       bk = load(f, p + "attn_k.bias");
@@ -105,6 +109,17 @@ std::vector<std::vector<float>> reference_logits(const gguf::GGUFFile& f,
       if (c.qkv_bias) {
         for (int i = 0; i < c.q_dim(); ++i) Q[t][i] += bq[i];
         for (int i = 0; i < c.kv_dim(); ++i) K[t][i] += bk[i], V[t][i] += bv[i];
+      }
+      if (c.qk_norm) {  // qwen3: RMSNorm over each head on its own
+        auto norm_heads = [&](std::vector<double>& v, int heads, const Mat& w) {
+          for (int h = 0; h < heads; ++h) {
+            const auto b = v.begin() + h * c.head_dim;
+            const auto y = rmsnorm(std::vector<double>(b, b + c.head_dim), w, c.rms_eps);
+            std::copy(y.begin(), y.end(), b);
+          }
+        };
+        norm_heads(Q[t], c.n_heads, qn);
+        norm_heads(K[t], c.n_kv_heads, kn);
       }
       rope(Q[t], c.n_heads, c.head_dim, c.rope_dim, int(t), inv_freq, c.rope_neox);
       rope(K[t], c.n_kv_heads, c.head_dim, c.rope_dim, int(t), inv_freq, c.rope_neox);

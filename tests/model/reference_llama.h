@@ -1,4 +1,4 @@
-// A straightforward scalar llama/qwen2 forward pass used as the oracle in tests: weights
+// A straightforward scalar llama/qwen2/qwen3 forward pass used as the oracle in tests: weights
 // dequantized to float with the reference dequantizers, every dot product and the softmax in
 // double, attention materialised in full, RoPE angles in double. Slow, obviously correct.
 #pragma once

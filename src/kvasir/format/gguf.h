@@ -126,12 +126,25 @@ class GGUFFile {
  public:
   // Opens and validates `path`. Throws kvasir::Error on any problem.
   explicit GGUFFile(const std::string& path);
+  // A file assembled in memory: another format seen as the GGUF file it converts to (a Hugging
+  // Face folder, hf/hf_checkpoint.h). `name` stands for the path in messages; tensor data points
+  // into memory `owner` keeps alive (mappings, converted copies); `source_bytes` is what
+  // file_size() reports (the bytes of the files behind it). Checked as the reader checks a file:
+  // duplicate or empty keys and tensor names, values of an inconsistent type, shapes (1..kMaxDims
+  // dimensions, each > 0) and byte counts (nbytes = the dtype's size of the shape), null data.
+  static std::unique_ptr<GGUFFile> from_parts(std::string name,
+                                              std::vector<std::pair<std::string, Value>> kv,
+                                              std::vector<TensorInfo> tensors,
+                                              std::shared_ptr<const void> owner,
+                                              uint64_t source_bytes);
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const;
+  // True for a file assembled by from_parts (no GGUF file on disk behind it).
+  bool in_memory() const { return file_ == nullptr; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
@@ -159,8 +172,13 @@ class GGUFFile {
   const TensorInfo& tensor(std::string_view name) const;
 
  private:
+  GGUFFile() = default;
+  void build_indexes();
+
   std::string path_;
   std::unique_ptr<MappedFile> file_;
+  std::shared_ptr<const void> owner_;  // from_parts
+  uint64_t source_bytes_ = 0;          // from_parts
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

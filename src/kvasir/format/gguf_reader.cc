@@ -504,12 +504,67 @@ GGUFFile::GGUFFile(const std::string& path)
   data_offset_ = p.data_offset;
   kv_ = std::move(p.kv);
   tensors_ = std::move(p.tensors);
+  build_indexes();
+}
+
+void GGUFFile::build_indexes() {
   for (size_t i = 0; i < kv_.size(); ++i) kv_index_.emplace(kv_[i].first, i);
   for (size_t i = 0; i < tensors_.size(); ++i) tensor_index_.emplace(tensors_[i].name, i);
 }
 
+std::unique_ptr<GGUFFile> GGUFFile::from_parts(std::string name,
+                                               std::vector<std::pair<std::string, Value>> kv,
+                                               std::vector<TensorInfo> tensors,
+                                               std::shared_ptr<const void> owner,
+                                               uint64_t source_bytes) {
+  std::unique_ptr<GGUFFile> f(new GGUFFile());
+  std::unordered_set<std::string> seen;
+  for (const auto& [key, v] : kv) {
+    if (key.empty()) fail("{}: empty metadata key", name);
+    if (!seen.insert(key).second) fail("{}: duplicate metadata key '{}'", name, key);
+    const std::string bad = v.check_consistent();
+    if (!bad.empty()) fail("{}: metadata key '{}': {}", name, key, bad);
+  }
+  seen.clear();
+  uint64_t offset = 0;
+  for (TensorInfo& t : tensors) {
+    if (t.name.empty()) fail("{}: empty tensor name", name);
+    if (!seen.insert(t.name).second) fail("{}: duplicate tensor name '{}'", name, t.name);
+    if (t.shape.empty() || t.shape.size() > static_cast<size_t>(kMaxDims))
+      fail("{}: tensor '{}' has {} dimensions, expected 1 to {}", name, t.name, t.shape.size(),
+           kMaxDims);
+    int64_t n = 1;
+    for (int64_t d : t.shape) {
+      if (d <= 0 || n > std::numeric_limits<int64_t>::max() / d)
+        fail("{}: tensor '{}' has a dimension {} (or an element count) out of range", name, t.name,
+             d);
+      n *= d;
+    }
+    const DTypeInfo& info = dtype_info(t.type);
+    if (t.shape[0] % info.block_size != 0)
+      fail("{}: tensor '{}': ne[0] = {} is not a multiple of the {} block size {}", name, t.name,
+           t.shape[0], info.name, info.block_size);
+    const uint64_t want = static_cast<uint64_t>(n / info.block_size) * info.block_bytes;
+    if (t.nbytes != want)
+      fail("{}: tensor '{}' has {} bytes, expected {} for its shape and dtype {}", name, t.name,
+           t.nbytes, want, info.name);
+    if (t.data == nullptr) fail("{}: tensor '{}' has no data", name, t.name);
+    t.offset = offset;  // where a GGUF writer would put it (default alignment)
+    offset += (t.nbytes + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
+  }
+  f->path_ = std::move(name);
+  f->owner_ = std::move(owner);
+  f->source_bytes_ = source_bytes;
+  f->version_ = 3;
+  f->alignment_ = kDefaultAlignment;
+  f->kv_ = std::move(kv);
+  f->tensors_ = std::move(tensors);
+  f->build_indexes();
+  return f;
+}
+
 uint64_t GGUFFile::file_size() const {
-  return file_->size();
+  return file_ ? file_->size() : source_bytes_;
 }
 
 const Value* GGUFFile::find(std::string_view key) const {

@@ -17,13 +17,15 @@ struct ArchInfo {
   std::string_view name;
   bool rope_neox;
   bool qkv_bias;
+  bool qk_norm;  // per-head RMSNorm of Q and K before RoPE (attn_q_norm / attn_k_norm)
 };
 
 // The architecture table: the same llama-style graph with per-family differences.
 constexpr ArchInfo kArchs[] = {
-    {"llama", false, false},
-    {"mistral", false, false},
-    {"qwen2", true, true},
+    {"llama", false, false, false},
+    {"mistral", false, false, false},
+    {"qwen2", true, true, false},
+    {"qwen3", true, false, true},
 };
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
@@ -88,6 +90,7 @@ ModelConfig read_model_config(const gguf::GGUFFile& f) {
   }
   c.rope_neox = info->rope_neox;
   c.qkv_bias = info->qkv_bias;
+  c.qk_norm = info->qk_norm;
   c.name = f.get_string("general.name", "");
   const std::string p = c.arch + ".";
   // Every hyperparameter is range-checked before it is narrowed to int or float, so a file

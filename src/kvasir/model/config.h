@@ -1,9 +1,10 @@
 // Model hyperparameters read from GGUF metadata, through a table of supported architectures.
 //
 // Supported: "llama" (Llama 1/2/3, TinyLlama, Mistral — normal RoPE pairing), "mistral" (same
-// graph), "qwen2" (NeoX RoPE, bias on Q/K/V). Anything else is refused by name. RoPE scaling:
-// none, "linear" (positions divided by the factor), llama3 frequency factors (the rope_freqs
-// tensor, applied by the weights binder) and the llama3 scaling parameters in metadata.
+// graph), "qwen2" (NeoX RoPE, bias on Q/K/V), "qwen3" (NeoX RoPE, no biases, an RMSNorm over each
+// head of Q and K before RoPE, as llama.cpp's qwen3 graph). Anything else is refused by name. RoPE
+// scaling: none, "linear" (positions divided by the factor), llama3 frequency factors (the
+// rope_freqs tensor, applied by the weights binder) and the llama3 scaling parameters in metadata.
 #pragma once
 
 #include <string>
@@ -30,6 +31,7 @@ struct ModelConfig {
   int rope_dim = 0;
   bool rope_neox = false;
   bool qkv_bias = false;
+  bool qk_norm = false;
   // RoPE scaling.
   std::string rope_scaling = "none";  // none | linear | llama3
   float rope_scale_factor = 1.0f;

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "kvasir/hf/hf_checkpoint.h"
 #include "kvasir/model/forward_state.h"
 #include "kvasir/model/matmul_observer.h"
 #include "kvasir/tensor/quantize.h"
@@ -38,7 +39,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = std::make_unique<gguf::GGUFFile>(path);
+  m->file_ = hf::open_model_file(path);  // a GGUF file or a Hugging Face folder
   m->config_ = read_model_config(*m->file_);
   m->bind_weights(options.pack);
   return m;
@@ -118,6 +119,10 @@ void Model::bind_weights(bool pack) {
       L.bk = vec(p + "attn_k.bias", c.kv_dim());
       L.bv = vec(p + "attn_v.bias", c.kv_dim());
     }
+    if (c.qk_norm) {
+      L.q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+    }
     L.ffn_norm = vec(p + "ffn_norm.weight", c.dim);
     L.w_gate = packed(L.names.w_gate, c.dim, c.ffn_dim);
     L.w_up = packed(L.names.w_up, c.dim, c.ffn_dim);
@@ -195,6 +200,10 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
       be.add_bias(s.q, L.bq, n, c.q_dim());
       be.add_bias(s.k, L.bk, n, c.kv_dim());
       be.add_bias(s.v, L.bv, n, c.kv_dim());
+    }
+    if (L.q_norm) {  // qwen3: each head of Q and K normalized on its own
+      be.rms_norm(s.q, L.q_norm, s.q, n * c.n_heads, c.head_dim, c.rms_eps);
+      be.rms_norm(s.k, L.k_norm, s.k, n * c.n_kv_heads, c.head_dim, c.rms_eps);
     }
     be.rope(s.q, b.positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, inv_freq_, c.rope_neox);
     be.rope(s.k, b.positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, inv_freq_,

@@ -35,6 +35,8 @@ struct LayerWeights {
   const float* bq = nullptr;  // qwen2 only
   const float* bk = nullptr;
   const float* bv = nullptr;
+  const float* q_norm = nullptr;  // qwen3: RMSNorm weights over each head (head_dim floats)
+  const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;
   std::unique_ptr<DeviceMatrix> w_gate, w_up, w_down;
   // The matrices' GGUF names ("blk.N.attn_q.weight", ...), for a MatmulObserver.
@@ -51,8 +53,9 @@ class Model {
     bool pack = true;
     BackendKind backend = BackendKind::kCpu;
   };
-  // Loads `path` (mmap) and binds every tensor, checking names, shapes and dtypes. Throws
-  // kvasir::Error naming the file and tensor.
+  // Loads `path` (mmap), a GGUF file or a Hugging Face folder (hf/hf_checkpoint.h), and binds
+  // every tensor, checking names, shapes and dtypes. Throws kvasir::Error naming the file and
+  // tensor.
   static std::unique_ptr<Model> load(const std::string& path);
   static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
   ~Model();

@@ -40,8 +40,8 @@ SynthSpec synth_shape(const std::string& name) {
 }
 
 void write_synthetic_model(const SynthSpec& sp, const std::string& path) {
-  if (sp.arch != "llama" && sp.arch != "qwen2")
-    fail("synth: unsupported architecture '{}' (llama or qwen2)", sp.arch);
+  if (sp.arch != "llama" && sp.arch != "qwen2" && sp.arch != "qwen3")
+    fail("synth: unsupported architecture '{}' (llama, qwen2 or qwen3)", sp.arch);
   if (sp.dim % sp.n_heads != 0 || sp.n_heads % sp.n_kv_heads != 0)
     fail("synth: dim {} must divide by heads {}, and heads by kv heads {}", sp.dim, sp.n_heads,
          sp.n_kv_heads);
@@ -107,6 +107,10 @@ void write_synthetic_model(const SynthSpec& sp, const std::string& path) {
       vector(p + "attn_q.bias", sp.dim, 0.0f, 0.1f);
       vector(p + "attn_k.bias", kv_dim, 0.0f, 0.1f);
       vector(p + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+    }
+    if (sp.arch == "qwen3") {
+      vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.2f);
+      vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.2f);
     }
     matrix(p + "attn_output.weight", sp.dim, sp.dim, sp.dtype);
     vector(p + "ffn_norm.weight", sp.dim, 1.0f, 0.2f);

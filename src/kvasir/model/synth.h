@@ -14,7 +14,7 @@
 namespace kvasir {
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama | qwen2
+  std::string arch = "llama";  // llama | qwen2 | qwen3
   int dim = 64;
   int n_layers = 2;
   int n_heads = 4;

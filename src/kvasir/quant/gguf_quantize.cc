@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvasir/format/gguf.h"
+#include "kvasir/hf/hf_checkpoint.h"
 #include "kvasir/tensor/quantize.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/thread_pool.h"
@@ -149,7 +150,8 @@ QuantizeReport quantize_gguf(const std::string& in_path, const std::string& out_
     if (in_path == out_path || std::filesystem::equivalent(in_path, out_path, ec))
       fail("quantize: output path must differ from the input {}", in_path);
   }
-  gguf::GGUFFile in(in_path);
+  const std::unique_ptr<gguf::GGUFFile> in_file = hf::open_model_file(in_path);
+  const gguf::GGUFFile& in = *in_file;
   const std::vector<gguf::TensorInfo>& tensors = in.tensors();
   const Imatrix* im =
       options.imatrix && !options.imatrix->importance.empty() ? options.imatrix : nullptr;

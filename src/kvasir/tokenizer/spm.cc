@@ -38,9 +38,113 @@ void emit_bytes(const Vocab& vocab, std::string_view piece, std::vector<TokenId>
   }
 }
 
+// Hugging Face BPE semantics (see subword.h). Symbols are token ids.
+struct RankedSymbol {
+  TokenId id;
+  int prev;
+  int next;  // -1 at the end
+  bool alive;
+};
+
+struct RankedMerge {
+  int32_t rank;
+  int left;
+  TokenId result;
+};
+
+// Lowest rank first; among equal ranks the leftmost pair.
+struct RankedMergeOrder {
+  bool operator()(const RankedMerge& a, const RankedMerge& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+// "<0xXX>" only (Hugging Face's byte fallback never uses a raw single-byte token).
+TokenId hex_byte_token(const Vocab& vocab, uint8_t byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  const char buf[6] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
+  return vocab.find(std::string_view(buf, 6));
+}
+
+void spm_tokenize_by_rank(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) {
+  std::vector<RankedSymbol> sym;
+  sym.reserve(text.size());
+  auto push = [&](TokenId id) {
+    const int idx = static_cast<int>(sym.size());
+    if (idx > 0) sym.back().next = idx;
+    sym.push_back({id, idx - 1, -1, true});
+  };
+  bool pending_unk = false;  // fuse_unk: a run of unknown characters becomes one <unk>
+  for (size_t off = 0; off < text.size();) {
+    const size_t len =
+        std::min(unicode::utf8_len(static_cast<uint8_t>(text[off])), text.size() - off);
+    const std::string_view ch = text.substr(off, len);
+    off += len;
+    const TokenId id = vocab.find(ch);
+    if (id != kNoToken) {
+      if (pending_unk) push(vocab.unk);
+      pending_unk = false;
+      push(id);
+      continue;
+    }
+    bool all_bytes = true;
+    for (char c : ch) all_bytes = all_bytes && hex_byte_token(vocab, static_cast<uint8_t>(c)) >= 0;
+    if (all_bytes) {
+      if (pending_unk) push(vocab.unk);
+      pending_unk = false;
+      for (char c : ch) push(hex_byte_token(vocab, static_cast<uint8_t>(c)));
+      continue;
+    }
+    if (vocab.unk != kNoToken) pending_unk = true;  // without an unk token the character is lost
+  }
+  if (pending_unk) push(vocab.unk);
+  if (sym.empty()) return;
+
+  std::string key, cat;
+  // The merge of `left` with its right neighbour, if the merges list that pair.
+  auto lookup = [&](int left, RankedMerge& m) {
+    const int right = sym[left].next;
+    if (right < 0) return false;
+    const std::string& l = vocab.tokens[sym[left].id].text;
+    const std::string& r = vocab.tokens[sym[right].id].text;
+    const int32_t rank = vocab.merge_rank(l, r, key);
+    if (rank < 0) return false;
+    cat.assign(l);
+    cat.append(r);
+    const TokenId result = vocab.find(cat);
+    if (result == kNoToken) return false;  // hf_tokenizer_metadata refuses such merges
+    m = {rank, left, result};
+    return true;
+  };
+  std::priority_queue<RankedMerge, std::vector<RankedMerge>, RankedMergeOrder> queue;
+  RankedMerge m;
+  for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) {
+    if (lookup(i, m)) queue.push(m);
+  }
+  while (!queue.empty()) {
+    const RankedMerge top = queue.top();
+    queue.pop();
+    // Stale unless the pair at `left` still merges into the same token.
+    if (!sym[top.left].alive || !lookup(top.left, m) || m.result != top.result) continue;
+    RankedSymbol& l = sym[top.left];
+    RankedSymbol& r = sym[l.next];
+    l.id = top.result;
+    r.alive = false;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = top.left;
+    if (l.prev >= 0 && lookup(l.prev, m)) queue.push(m);
+    if (lookup(top.left, m)) queue.push(m);
+  }
+  for (int i = 0; i != -1; i = sym[i].next) out.push_back(sym[i].id);
+}
+
 }  // namespace
 
 void spm_tokenize(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) {
+  if (vocab.spm_merge_by_rank) {
+    spm_tokenize_by_rank(vocab, text, out);
+    return;
+  }
   std::vector<Symbol> sym;
   sym.reserve(text.size());
   for (size_t off = 0; off < text.size();) {

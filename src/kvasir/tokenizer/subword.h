@@ -7,6 +7,13 @@
 //   merge the adjacent pair whose concatenation is a token with the highest score (ties: leftmost
 //   pair first). Pieces that are not tokens fall back to byte tokens <0xXX>, or <unk> when the
 //   vocab has no token for a byte.
+//   With vocab.spm_merge_by_rank (an SPM vocab carrying tokenizer.ggml.merges, see vocab.h) it
+//   follows Hugging Face's BPE model instead (tokenizers/src/models/bpe/model.rs merge_word and
+//   word.rs merge_all): each UTF-8 character becomes its token, else its bytes' <0xXX> tokens
+//   when all of them exist, else <unk> (consecutive <unk> fused into one); then, repeatedly, the
+//   adjacent pair of tokens listed in the merges with the lowest rank is replaced by the token
+//   of their concatenated texts (ties: leftmost). Pairs that are not listed never merge, even
+//   when their concatenation is a token.
 // bpe_tokenize: byte-level BPE by merge rank over pre-tokenized, byte-encoded words. Within a
 //   word repeatedly apply the adjacent merge with the lowest rank (ties: leftmost). With
 //   ignore_merges a word that is itself a token is emitted whole. Pieces that are not tokens are

@@ -98,7 +98,10 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_special(std::string_view text,
   for (const TokenId special : vocab_.special_tokens) {
     const uint32_t attr = vocab_.attr(special);
     if (!parse_special && (attr & (ta::kControl | ta::kUnknown))) continue;
-    const std::string& tt = vocab_.tokens[special].text;
+    // With special_eats_space the token matches with the space before it (see vocab.h).
+    std::string tt;
+    if (vocab_.special_eats_space) tt.push_back(' ');
+    tt += vocab_.tokens[special].text;
     next.clear();
     for (const Fragment& f : frags) {
       if (f.id != kNoToken) {
@@ -152,6 +155,24 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
       if (add_special && vocab_.add_bos) out.push_back(require(vocab_.bos, "BOS"));
       bool prev_special = true;  // the first run gets the space prefix too
       std::string run;
+      if (vocab_.special_eats_space) {
+        // The space prefix goes before the whole text, special tokens are matched with the
+        // space before them, and runs get no prefix of their own (see vocab.h).
+        std::string spaced;
+        if (!text.empty() && vocab_.add_space_prefix) spaced.push_back(' ');
+        spaced.append(text);
+        for (const Fragment& f : split_special(spaced, parse_special)) {
+          if (f.id != kNoToken) {
+            out.push_back(f.id);
+            continue;
+          }
+          run.assign(spaced, f.offset, f.length);
+          escape_spaces(run);
+          spm_tokenize(vocab_, run, out);
+        }
+        if (add_special && vocab_.add_eos) out.push_back(require(vocab_.eos, "EOS"));
+        break;
+      }
       for (const Fragment& f : frags) {
         if (f.id != kNoToken) {
           out.push_back(f.id);

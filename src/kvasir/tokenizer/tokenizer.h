@@ -12,7 +12,10 @@
 //     cut out; control and unknown token texts stay plain text.
 //  2. Each remaining text run is tokenized on its own by the vocab's algorithm. SPM runs get a
 //     leading space when add_space_prefix is set and the run starts the text or follows a
-//     special token; spaces become U+2581.
+//     special token; spaces become U+2581. Vocabs converted from Hugging Face (vocab.h) may
+//     instead say special_eats_space: the space prefix goes before the whole text, special
+//     tokens match only with a space (or the text start) before them and take it, and runs get
+//     no prefix of their own.
 //  3. add_special adds BOS first / EOS last as the vocab's add_bos / add_eos say (WordPiece:
 //     always [CLS] first and [SEP] last). Throws kvasir::Error if the vocab asks for a BOS/EOS it
 //     does not have.

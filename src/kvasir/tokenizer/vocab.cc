@@ -239,10 +239,17 @@ void apply_model_defaults(const std::string& source, Vocab& v) {
   }
 }
 
-// Reads tokenizer.ggml.merges (required for BPE, not read otherwise); fills v.merge_ranks.
+// Reads tokenizer.ggml.merges (required for BPE, optional for SPM, not read for WordPiece) and
+// tokenizer.ggml.kvasir.special_eats_space; fills v.merge_ranks, v.spm_merge_by_rank and
+// v.special_eats_space.
 void read_bpe_merges(const Keys& keys, Vocab& v) {
-  if (v.type != VocabType::kBpe) return;
+  if (v.type == VocabType::kWpm) return;
   const gguf::Array* merges = keys.array("tokenizer.ggml.merges", "array[string]", is_string_type);
+  if (v.type == VocabType::kSpm) {
+    v.special_eats_space = keys.boolean("tokenizer.ggml.kvasir.special_eats_space", false);
+    if (!merges) return;
+    v.spm_merge_by_rank = true;
+  }
   if (!merges) fail("{}: missing metadata key 'tokenizer.ggml.merges' (BPE vocab)", keys.source());
   v.merge_ranks.reserve(merges->items.size());
   for (size_t i = 0; i < merges->items.size(); ++i) {

@@ -16,6 +16,16 @@
 //    tokens found that way are made control tokens;
 //  - control tokens whose text contains "unused" are marked unused;
 //  - the per-model strip attributes (phi-3, jina-v2 <mask>, modern-bert [MASK]).
+// One extension beyond llama.cpp, for vocabularies converted from Hugging Face tokenizer.json
+// (hf_tokenizer.h); GGUF files without these keys load exactly as llama.cpp loads them:
+//  - a "llama" (SPM) vocab that carries tokenizer.ggml.merges is tokenized as Hugging Face's BPE
+//    model does (spm_merge_by_rank, see subword.h) instead of by score; llama.cpp ignores the
+//    merges of an SPM vocab and merges by score.
+//  - tokenizer.ggml.kvasir.special_eats_space (bool, SPM only): special tokens match only where
+//    a space (or the start of the text) precedes them and take that space with them, and text
+//    runs get no space prefix of their own beyond the one at the start of the text. This is
+//    Hugging Face's rule for added tokens marked "normalized" under a Prepend("\u2581") +
+//    Replace(" ", "\u2581") normalizer: they match their normalized form "\u2581<text>".
 // Where llama.cpp walks a hash map (so its choice among several candidates is unspecified) we
 // walk ids in increasing order.
 #pragma once
@@ -86,7 +96,7 @@ struct Vocab {
 
   std::vector<TokenData> tokens;
   StringMap<TokenId> token_to_id;
-  StringMap<int32_t> merge_ranks;  // key "left right" (BPE only)
+  StringMap<int32_t> merge_ranks;  // key "left right" (BPE; SPM when spm_merge_by_rank)
   size_t max_token_len = 0;        // in bytes
 
   // Control, user-defined and unknown tokens, longest text first: the order in which they are
@@ -105,6 +115,8 @@ struct Vocab {
   bool add_eos = false;
   bool add_sep = false;
   bool ignore_merges = false;
+  bool spm_merge_by_rank = false;   // SPM with tokenizer.ggml.merges: Hugging Face BPE semantics
+  bool special_eats_space = false;  // tokenizer.ggml.kvasir.special_eats_space (see above)
   bool clean_spaces = false;
   bool remove_extra_whitespaces = false;  // read for completeness; llama.cpp does not act on it
   bool lowercase = true;                  // WordPiece normalizer
