@@ -12,6 +12,7 @@
 
 #include "kvasir/format/gguf.h"
 #include "kvasir/util/error.h"
+#include "kvasir/util/printable.h"
 
 namespace kvasir::gguf {
 
@@ -51,22 +52,6 @@ uint64_t min_value_bytes(ValueType t) {
       return 4 + 8;
   }
   return 1;
-}
-
-// Printable form of a name taken from the file (it may hold any bytes).
-std::string printable(std::string_view s) {
-  std::string out;
-  size_t n = std::min<size_t>(s.size(), 96);
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (n < s.size()) out += "...";
-  return out;
 }
 
 class Cursor {

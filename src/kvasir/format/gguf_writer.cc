@@ -1,6 +1,4 @@
 // GGUFWriter: serializes metadata and tensors as GGUF v3, to memory or atomically to a file.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cerrno>
@@ -8,6 +6,7 @@
 #include <limits>
 
 #include "kvasir/format/gguf.h"
+#include "kvasir/util/atomic_file.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::gguf {
@@ -30,42 +29,6 @@ class VectorSink {
 
  private:
   std::vector<uint8_t>& out_;
-};
-
-// Buffered writes to a file descriptor; errors name the final path.
-class FdSink {
- public:
-  FdSink(int fd, const std::string& path) : fd_(fd), path_(path) { buf_.reserve(kBuf); }
-  void put(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    if (buf_.size() + n > kBuf) flush();
-    if (n >= kBuf) {
-      write_all(b, n);  // big tensors go straight through
-    } else {
-      buf_.insert(buf_.end(), b, b + n);
-    }
-  }
-  void flush() {
-    write_all(buf_.data(), buf_.size());
-    buf_.clear();
-  }
-
- private:
-  static constexpr size_t kBuf = 1 << 20;
-  void write_all(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("{}: write failed: {}", path_, std::strerror(errno));
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  int fd_;
-  const std::string& path_;
-  std::vector<uint8_t> buf_;
 };
 
 template <class Sink, class T>
@@ -307,25 +270,7 @@ void GGUFWriter::write(const std::string& path, uint32_t alignment) const {
   infos.reserve(tensors_.size());
   for (const auto& t : tensors_) infos.push_back(t.info);
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("{}: cannot create {}: {}", path, tmp, std::strerror(errno));
-  try {
-    FdSink sink(fd, path);
-    emit(sink, kv_, infos, alignment);
-    sink.flush();
-    if (::fsync(fd) != 0) fail("{}: fsync failed: {}", path, std::strerror(errno));
-    int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) fail("{}: close failed: {}", path, std::strerror(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      fail("{}: cannot rename {} to it: {}", path, tmp, std::strerror(errno));
-    }
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
+  write_file_atomically(path, [&](FileSink& sink) { emit(sink, kv_, infos, alignment); });
 }
 
 }  // namespace kvasir::gguf

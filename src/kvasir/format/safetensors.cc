@@ -10,9 +10,6 @@
 // with explicit overflow checks before anything is used.
 #include "kvasir/format/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -23,7 +20,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kvasir/util/atomic_file.h"
 #include "kvasir/util/error.h"
+#include "kvasir/util/printable.h"
 
 namespace kvasir::safetensors {
 
@@ -73,22 +72,6 @@ std::string dtype_names() {
     s += r.name;
   }
   return s;
-}
-
-// Printable form of a name taken from the file (it may hold any character).
-std::string printable(std::string_view s) {
-  std::string out;
-  size_t n = std::min<size_t>(s.size(), 96);
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (n < s.size()) out += "...";
-  return out;
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -609,66 +592,6 @@ std::string quoted(const std::string& s, std::string_view what) {
   }
 }
 
-// Buffered writes to a file descriptor; errors name the final path.
-class FdSink {
- public:
-  FdSink(int fd, const std::string& path) : fd_(fd), path_(path) { buf_.reserve(kBuf); }
-  void put(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    if (buf_.size() + n > kBuf) flush();
-    if (n >= kBuf) {
-      write_all(b, n);
-    } else if (n > 0) {
-      buf_.insert(buf_.end(), b, b + n);
-    }
-  }
-  void flush() {
-    write_all(buf_.data(), buf_.size());
-    buf_.clear();
-  }
-
- private:
-  static constexpr size_t kBuf = 1 << 20;
-  void write_all(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("{}: write failed: {}", path_, std::strerror(errno));
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  int fd_;
-  const std::string& path_;
-  std::vector<uint8_t> buf_;
-};
-
-// Writes "<path>.tmp" with `emit(sink)`, then renames it over `path`.
-template <class Emit>
-void write_atomically(const std::string& path, Emit&& emit) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("{}: cannot create {}: {}", path, tmp, std::strerror(errno));
-  try {
-    FdSink sink(fd, path);
-    emit(sink);
-    sink.flush();
-    if (::fsync(fd) != 0) fail("{}: fsync failed: {}", path, std::strerror(errno));
-    int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) fail("{}: close failed: {}", path, std::strerror(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      fail("{}: cannot rename {} to it: {}", path, tmp, std::strerror(errno));
-    }
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-}
-
 }  // namespace
 
 // ---- dtypes ----
@@ -1007,7 +930,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   infos.reserve(tensors_.size());
   for (const auto& t : tensors_) infos.push_back(t.info);
   header_json(metadata_, infos);  // any error before the temp file exists
-  write_atomically(path, [&](FdSink& sink) { emit(sink, metadata_, infos); });
+  write_file_atomically(path, [&](FileSink& sink) { emit(sink, metadata_, infos); });
 }
 
 std::vector<std::string> SafetensorsWriter::write_sharded(const std::string& folder,
@@ -1048,8 +971,8 @@ std::vector<std::string> SafetensorsWriter::write_sharded(const std::string& fol
   index["metadata"] = {{"total_size", total}};
   index["weight_map"] = std::move(weight_map);
   const std::string text = index.dump(2) + "\n";
-  write_atomically((fs::path(folder) / kIndexName).string(),
-                   [&](FdSink& sink) { sink.put(text.data(), text.size()); });
+  write_file_atomically((fs::path(folder) / kIndexName).string(),
+                        [&](FileSink& sink) { sink.put(text.data(), text.size()); });
   return names;
 }
 

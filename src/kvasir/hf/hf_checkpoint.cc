@@ -7,7 +7,6 @@
 
 #include "kvasir/format/safetensors.h"
 #include "kvasir/hf/hf_config.h"
-#include "kvasir/hf/json_file.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/tokenizer/hf_tokenizer.h"
 #include "kvasir/util/error.h"
@@ -158,19 +157,6 @@ bool is_hf_folder(const std::string& path) {
 
 std::unique_ptr<gguf::GGUFFile> open_hf_folder(const std::string& folder) {
   HfConfig cfg = read_hf_config(folder);
-  const std::string config_file = (fs::path(folder) / "config.json").string();
-  {
-    const nlohmann::json j = *read_json_file(config_file);
-    if (j.contains("quantization_config") && !j["quantization_config"].is_null())
-      fail(
-          "{}: quantization_config (quant_method '{}'): quantized Hugging Face checkpoints are "
-          "not supported yet; convert an F32/F16/BF16 checkpoint",
-          config_file,
-          j["quantization_config"].is_object() &&
-                  j["quantization_config"].value("quant_method", "").size()
-              ? j["quantization_config"]["quant_method"].get<std::string>()
-              : "?");
-  }
   auto owner = std::make_shared<Owner>(Owner{st::SafetensorsCheckpoint::open(folder), {}});
   const st::SafetensorsCheckpoint& ck = owner->checkpoint;
 

@@ -81,6 +81,18 @@ HfConfig read_hf_config(const std::string& folder) {
   c.qkv_bias = arch->qkv_bias;
   c.qk_norm = arch->qk_norm;
 
+  // Quantized checkpoints (AWQ, GPTQ, FP8 layouts) need kernels kvasir does not have yet.
+  const auto qc = j.find("quantization_config");
+  if (qc != j.end() && !qc->is_null()) {
+    const std::string method =
+        qc->is_object() ? json_string(*qc, file + ": quantization_config", "quant_method", "?")
+                        : "?";
+    fail(
+        "{}: quantization_config (quant_method '{}'): quantized Hugging Face checkpoints are not "
+        "supported yet; convert an F32/F16/BF16 checkpoint",
+        file, method);
+  }
+
   c.hidden = static_cast<int>(json_int(j, file, "hidden_size", std::nullopt, 1, kIntMax));
   c.n_layers = static_cast<int>(json_int(j, file, "num_hidden_layers", std::nullopt, 1, kIntMax));
   c.n_heads = static_cast<int>(json_int(j, file, "num_attention_heads", std::nullopt, 1, kIntMax));

@@ -6,7 +6,8 @@
 // RMSNorm). Any other is refused by name, and so is any field
 // whose value the model code cannot honour (never ignored): hidden_act other than silu,
 // attention_bias on llama or qwen3, mlp_bias, a sliding window that is in use, rope_scaling types
-// other than linear and llama3 (yarn, dynamic, longrope: refused by name). Errors read
+// other than linear and llama3 (yarn, dynamic, longrope: refused by name), a quantization_config
+// (AWQ, GPTQ, FP8 layouts: refused naming their quant_method). Errors read
 // "<folder>/config.json: field 'num_attention_heads' = -1: expected an integer >= 1".
 //
 // Keys written (prefix = the GGUF arch): general.architecture, general.name (the folder's
