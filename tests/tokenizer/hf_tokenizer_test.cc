@@ -130,11 +130,14 @@ TEST_F(TinyStories, EvalTextTokenizesAsHuggingFace) {
   const hf_ref::HfReference ref(read_json(tinystories_dir() + "/tokenizer.json"));
   const Metadata kv = hf_tokenizer_metadata(tinystories_dir());
   const Tokenizer tok = Tokenizer::from_metadata(kv, "tinystories-656k");
-  // llama.cpp's reading of the same metadata: it ignores the merges and merges by score.
-  const Tokenizer by_score = Tokenizer::from_metadata(
-      without(without(kv, "tokenizer.ggml.merges"), "tokenizer.ggml.kvasir.special_eats_space"),
-      "tinystories-656k (by score)");
+  // llama.cpp's reading of the same metadata (merges kept, kvasir keys dropped): by score.
+  const Tokenizer by_score =
+      Tokenizer::from_metadata(without(without(kv, "tokenizer.ggml.kvasir.spm_merge_by_rank"),
+                                       "tokenizer.ggml.kvasir.special_eats_space"),
+                               "tinystories-656k (by score)");
   ASSERT_FALSE(by_score.vocab().spm_merge_by_rank);
+  // The kvasir key without the merges it asks for is refused, not read as by-score.
+  EXPECT_THROW(Tokenizer::from_metadata(without(kv, "tokenizer.ggml.merges"), "no merges"), Error);
 
   const std::vector<std::string> lines = lines_of(text);
   ASSERT_GT(lines.size(), 2000u);
@@ -205,9 +208,10 @@ TEST_F(TinyStories, RandomTextTokenizesAsHuggingFace) {
   const hf_ref::HfReference ref(read_json(tinystories_dir() + "/tokenizer.json"));
   const Metadata kv = hf_tokenizer_metadata(tinystories_dir());
   const Tokenizer tok = Tokenizer::from_metadata(kv, "tinystories-656k");
-  const Tokenizer by_score = Tokenizer::from_metadata(
-      without(without(kv, "tokenizer.ggml.merges"), "tokenizer.ggml.kvasir.special_eats_space"),
-      "tinystories-656k (by score)");
+  const Tokenizer by_score =
+      Tokenizer::from_metadata(without(without(kv, "tokenizer.ggml.kvasir.spm_merge_by_rank"),
+                                       "tokenizer.ggml.kvasir.special_eats_space"),
+                               "tinystories-656k (by score)");
   const std::string alphabet = "abcdeefghiijklmnoopqrstuuvwxyz      ..,,'\"!?\nTSL\xC3\xA9";
   std::mt19937 rng(656);
   const int n = 3000;
@@ -260,7 +264,8 @@ TEST(HfSpm, UnlistedPairsNeverMerge) {
   const Metadata kv =
       hf_tokenizer_metadata(make_folder("unlisted", {{"tokenizer.json", tj.dump()}}));
   const Tokenizer tok = Tokenizer::from_metadata(kv, "unlisted");
-  const Tokenizer by_score = Tokenizer::from_metadata(without(kv, "tokenizer.ggml.merges"), "s");
+  const Tokenizer by_score =
+      Tokenizer::from_metadata(without(kv, "tokenizer.ggml.kvasir.spm_merge_by_rank"), "s");
   const hf_ref::HfReference ref(tj);
   EXPECT_EQ(ref.encode("abc", false), std::vector<int>({1, 5, 4}));
   EXPECT_EQ(tok.encode("abc", false, true), std::vector<TokenId>({1, 5, 4}));

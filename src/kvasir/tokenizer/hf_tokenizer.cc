@@ -643,6 +643,10 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
   if (!merges.empty() || shape != Shape::kWordPiece) {
     put("tokenizer.ggml.merges", gguf::Value::string_array(merges));
   }
+  // Kvasir merges an SPM vocab by rank only when told so (vocab.h): llama.cpp's own conversions
+  // of such tokenizers also carry merges, and those files must tokenize as llama.cpp does.
+  if (shape == Shape::kSpm)
+    put("tokenizer.ggml.kvasir.spm_merge_by_rank", gguf::Value::boolean(true));
   auto put_id = [&](const char* key, const std::optional<int64_t>& id) {
     if (id) put(key, gguf::Value::u32(static_cast<uint32_t>(*id)));
   };

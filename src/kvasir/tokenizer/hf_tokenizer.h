@@ -19,8 +19,9 @@
 // file and the JSON field (never approximated):
 //  a. SentencePiece-style BPE: model.type "BPE" with byte_fallback and fuse_unk, normalizer
 //     Sequence [Prepend "\u2581", Replace " " -> "\u2581"], no pre-tokenizer. Written as
-//     tokenizer.ggml.model "llama" WITH tokenizer.ggml.merges: Kvasir then merges by rank, as
-//     Hugging Face does (see vocab.h); llama.cpp ignores the merges and merges by score, and the
+//     tokenizer.ggml.model "llama" with tokenizer.ggml.merges and
+//     tokenizer.ggml.kvasir.spm_merge_by_rank: Kvasir then merges by rank, as Hugging Face does
+//     (see vocab.h); llama.cpp ignores the merges and merges by score, and the
 //     scores written (-(rank of the merge that makes the token), 0 for single characters and
 //     added tokens, below every merge for other tokens no merge makes) make that as close as
 //     a score order can. Added tokens marked "normalized" match only where their normalized

@@ -7,7 +7,7 @@
 //   merge the adjacent pair whose concatenation is a token with the highest score (ties: leftmost
 //   pair first). Pieces that are not tokens fall back to byte tokens <0xXX>, or <unk> when the
 //   vocab has no token for a byte.
-//   With vocab.spm_merge_by_rank (an SPM vocab carrying tokenizer.ggml.merges, see vocab.h) it
+//   With vocab.spm_merge_by_rank (tokenizer.ggml.kvasir.spm_merge_by_rank, see vocab.h) it
 //   follows Hugging Face's BPE model instead (tokenizers/src/models/bpe/model.rs merge_word and
 //   word.rs merge_all): each UTF-8 character becomes its token, else its bytes' <0xXX> tokens
 //   when all of them exist, else <unk> (consecutive <unk> fused into one); then, repeatedly, the

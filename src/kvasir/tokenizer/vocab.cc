@@ -239,7 +239,8 @@ void apply_model_defaults(const std::string& source, Vocab& v) {
   }
 }
 
-// Reads tokenizer.ggml.merges (required for BPE, optional for SPM, not read for WordPiece) and
+// Reads tokenizer.ggml.merges (required for BPE and for SPM with
+// tokenizer.ggml.kvasir.spm_merge_by_rank, not read otherwise) and
 // tokenizer.ggml.kvasir.special_eats_space; fills v.merge_ranks, v.spm_merge_by_rank and
 // v.special_eats_space.
 void read_bpe_merges(const Keys& keys, Vocab& v) {
@@ -247,8 +248,11 @@ void read_bpe_merges(const Keys& keys, Vocab& v) {
   const gguf::Array* merges = keys.array("tokenizer.ggml.merges", "array[string]", is_string_type);
   if (v.type == VocabType::kSpm) {
     v.special_eats_space = keys.boolean("tokenizer.ggml.kvasir.special_eats_space", false);
-    if (!merges) return;
-    v.spm_merge_by_rank = true;
+    v.spm_merge_by_rank = keys.boolean("tokenizer.ggml.kvasir.spm_merge_by_rank", false);
+    if (!v.spm_merge_by_rank) return;  // as llama.cpp: an SPM vocab's merges are not used
+    if (!merges)
+      fail("{}: tokenizer.ggml.kvasir.spm_merge_by_rank needs tokenizer.ggml.merges",
+           keys.source());
   }
   if (!merges) fail("{}: missing metadata key 'tokenizer.ggml.merges' (BPE vocab)", keys.source());
   v.merge_ranks.reserve(merges->items.size());

@@ -18,9 +18,10 @@
 //  - the per-model strip attributes (phi-3, jina-v2 <mask>, modern-bert [MASK]).
 // One extension beyond llama.cpp, for vocabularies converted from Hugging Face tokenizer.json
 // (hf_tokenizer.h); GGUF files without these keys load exactly as llama.cpp loads them:
-//  - a "llama" (SPM) vocab that carries tokenizer.ggml.merges is tokenized as Hugging Face's BPE
-//    model does (spm_merge_by_rank, see subword.h) instead of by score; llama.cpp ignores the
-//    merges of an SPM vocab and merges by score.
+//  - tokenizer.ggml.kvasir.spm_merge_by_rank (bool, SPM only; needs tokenizer.ggml.merges): the
+//    vocab is tokenized as Hugging Face's BPE model does (subword.h) instead of by score. Without
+//    the key an SPM vocab's merges are ignored, as llama.cpp ignores them (its own conversions of
+//    tokenizer.json-only Llama tokenizers carry merges and merge by score).
 //  - tokenizer.ggml.kvasir.special_eats_space (bool, SPM only): special tokens match only where
 //    a space (or the start of the text) precedes them and take that space with them, and text
 //    runs get no space prefix of their own beyond the one at the start of the text. This is
@@ -115,7 +116,7 @@ struct Vocab {
   bool add_eos = false;
   bool add_sep = false;
   bool ignore_merges = false;
-  bool spm_merge_by_rank = false;   // SPM with tokenizer.ggml.merges: Hugging Face BPE semantics
+  bool spm_merge_by_rank = false;   // tokenizer.ggml.kvasir.spm_merge_by_rank (see above)
   bool special_eats_space = false;  // tokenizer.ggml.kvasir.special_eats_space (see above)
   bool clean_spaces = false;
   bool remove_extra_whitespaces = false;  // read for completeness; llama.cpp does not act on it
