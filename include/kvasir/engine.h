@@ -28,10 +28,39 @@
 namespace kvasir {
 
 class Model;
+class Proposer;
 class Tokenizer;
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
+
+// Speculative decoding (spec/): a proposer guesses up to K tokens after each decoding sequence's
+// last one, the target scores all of them in the step's one pass, and the rejection sampler keeps
+// the longest prefix the target agrees with plus one token of its own, so the output follows the
+// target's distribution exactly (token for token when greedy). An AcceptanceMonitor falls back to
+// plain decoding while acceptance stays below warn_acceptance, and re-probes.
+enum class SpecMethod { kNone, kDraft, kNgram };
+const char* spec_method_name(SpecMethod m);  // "none", "draft", "ngram"
+
+struct SpecConfig {
+  SpecMethod method = SpecMethod::kNone;
+  const Model* draft = nullptr;  // kDraft: shares the target's vocabulary (checked)
+  int k = 4;                     // draft tokens per step; 0: auto (chosen from measurements)
+  int k_max = 8;                 // auto's ceiling
+  int ngram_min = 1, ngram_max = 4;
+  double warn_acceptance = 0.60;  // warn and fall back below this acceptance rate ...
+  int window = 64;                // ... over this many proposals
+  int reprobe_steps = 512;        // plain steps between probes while fallen back
+  int probe = 16;                 // proposals a probe judges
+  int64_t draft_kv_blocks = 0;    // the draft's KV blocks; 0: as many as the target's
+  // A proposer of the caller's (tests and benchmarks: e.g. one that replays known output); used
+  // instead of `method` when set.
+  std::shared_ptr<Proposer> proposer;
+  // Tests only: on rejection draw from p instead of max(0, p - q), to show a distribution test
+  // catches it.
+  bool broken_rejection_for_tests = false;
+  bool enabled() const { return method != SpecMethod::kNone || proposer != nullptr; }
+};
 
 struct EngineConfig {
   int max_seqs = 64;             // sequences running at once
@@ -45,6 +74,7 @@ struct EngineConfig {
   bool static_padding = true;    // ... and keep finished rows in the batch (padding) until then
   int threads = 0;               // compute threads; 0: all cores
   double kv_warn_ratio = 0.90;   // warn (log + metric) above this KV usage
+  SpecConfig spec;
 };
 
 struct GenerateRequest {
@@ -53,6 +83,7 @@ struct GenerateRequest {
   std::string api_key;     // for accounting only
   bool detokenize = true;  // produce text (with stop strings) as well as tokens
   bool strip_leading_space = false;
+  bool speculative = true;  // false: this request decodes plainly even when the engine speculates
 };
 
 struct TokenInfo {
@@ -75,6 +106,11 @@ struct RequestOutput {
   // Timing (seconds since submit): first token, and queue time before first scheduled.
   double ttft = 0;
   double queue_time = 0;
+  // Speculative decoding, cumulative: draft tokens the target judged, those it accepted, and
+  // target passes that verified a proposal (each also yields one token of the target's own).
+  int spec_proposed = 0;
+  int spec_accepted = 0;
+  int spec_passes = 0;
 };
 
 using OutputSink = std::function<void(const RequestOutput&)>;
@@ -95,6 +131,20 @@ struct EngineStats {
   // KV pressure warnings logged: one when usage crosses EngineConfig::kv_warn_ratio, then at most
   // one per 30 s while it stays above (crossings in between are counted into the next one).
   uint64_t kv_pressure_warnings = 0;
+  // Speculative decoding (all zero when off): draft tokens judged and accepted, verification
+  // passes (per sequence) and the tokens they produced, the acceptance rate over the monitor's
+  // window, whether it has fallen back to plain decoding, warnings (entries into fallback),
+  // probes, and the K of the last step.
+  SpecMethod spec_method = SpecMethod::kNone;
+  uint64_t spec_proposed = 0;
+  uint64_t spec_accepted = 0;
+  uint64_t spec_passes = 0;
+  uint64_t spec_emitted = 0;
+  double spec_window_acceptance = 0;
+  bool spec_fallback = false;
+  uint64_t spec_warnings = 0;
+  uint64_t spec_probes = 0;
+  int spec_k = 0;
 };
 
 class Engine {

@@ -1,17 +1,22 @@
 // kvasir run [-m] FILE -p PROMPT [-n N] [sampling options]: generates text from a prompt,
 // streaming the generated text (only) to stdout as tokens arrive; load and speed figures go to
 // stderr. llama-cli's spellings work too (--ctx-size, --temperature, -s/--seed, --predict,
-// --batch-size).
+// --batch-size). With speculative decoding (--draft FILE, or --spec ngram) the request runs
+// through the serving engine (one sequence), which verifies the proposals; the closing stderr line
+// then reports the acceptance rate and tokens per target pass.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "commands.h"
 #include "common.h"
+#include "kvasir/engine.h"
 #include "kvasir/engine/sequence_runner.h"
 #include "kvasir/sampling/sampler.h"
 #include "kvasir/sampling/stop_matcher.h"
@@ -28,12 +33,82 @@ void emit(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
 }
+
+// The request through an engine of one sequence that speculates.
+int run_speculative(const Model& model, const Tokenizer& tok, const SpecConfig& spec,
+                    KVCacheType kvt, int threads, int batch, int ctx,
+                    const std::vector<int32_t>& ids, SamplingParams sp, bool strip_leading_space,
+                    int limit, bool quiet, const std::string& path, double t_load, uint64_t seed) {
+  EngineConfig ec;
+  ec.max_seqs = 1;
+  ec.max_batched_tokens = std::max(batch, spec.k_max + 1);
+  ec.max_model_len = ctx;
+  ec.kv_type = kvt;
+  ec.threads = threads;
+  ec.spec = spec;
+  Engine engine(model, tok, ec);
+  GenerateRequest r;
+  r.prompt = ids;
+  sp.seed = seed;  // the seed `kvasir run` reports
+  sp.max_tokens = limit;
+  r.params = sp;
+  r.strip_leading_space = strip_leading_space;
+  std::mutex mu;
+  std::condition_variable cv;
+  RequestOutput last;
+  bool done = false;
+  double t_first = 0;
+  const double t0 = now_seconds();
+  engine.submit(std::move(r), [&](const RequestOutput& out) {
+    emit(out.text);
+    if (t_first == 0 && !out.tokens.empty()) t_first = now_seconds();
+    if (out.finished) {
+      std::lock_guard lk(mu);
+      last = out;
+      done = true;
+      cv.notify_all();
+    }
+  });
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return done; });
+  }
+  const double t_end = now_seconds();
+  if (!last.error.empty()) fail("{}", last.error);
+  if (isatty(STDOUT_FILENO)) emit("\n");
+  if (!quiet) {
+    const EngineStats st = engine.stats();
+    const int generated = last.completion_tokens;
+    const double t_prefill = t_first > 0 ? t_first - t0 : t_end - t0;
+    const double t_decode = t_end - (t_first > 0 ? t_first : t_end);
+    fmt::print(
+        stderr,
+        "\n[kvasir] {} ({}, {:.1f} MiB) loaded in {:.2f} s; {}, KV {}, seed {}\n"
+        "[kvasir] prefill: {} tokens in {:.3f} s; decode: {} tokens in {:.3f} s ({:.1f} "
+        "tok/s); stop: {}\n"
+        "[kvasir] speculative ({}{}): {} of {} draft tokens accepted ({:.1f}%), {:.2f} "
+        "tokens per target pass over {} passes{}\n",
+        path, dtype_name(model.weight_type()), model.weight_bytes() / 1048576.0, t_load,
+        engine.backend_description(), kvt.name(), seed, ids.size(), t_prefill, generated, t_decode,
+        generated > 1 ? (generated - 1) / std::max(t_decode, 1e-9) : 0.0,
+        finish_reason_name(last.finish_reason), spec_method_name(spec.method),
+        spec.k > 0 ? fmt::format(", K {}", spec.k) : fmt::format(", K auto, last {}", st.spec_k),
+        last.spec_accepted, last.spec_proposed,
+        last.spec_proposed > 0 ? 100.0 * last.spec_accepted / last.spec_proposed : 0.0,
+        last.spec_passes > 0 ? double(last.spec_accepted + last.spec_passes) / last.spec_passes
+                             : 0.0,
+        last.spec_passes,
+        st.spec_fallback ? " (fell back to plain decoding: acceptance below the threshold)" : "");
+  }
+  return 0;
+}
 }  // namespace
 
 Runner add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   struct Opts {
     KVTypeOptions kvt;
+    SpecOptions spec;
     std::string model, prompt, prompt_file;
     int n = 256, threads = 0, ctx = 0, batch = 512;
     bool parse_special = true, ignore_eos = false, quiet = false;
@@ -70,6 +145,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-b,--batch,--batch-size", o->batch,
                   "Prompt tokens per forward step (default 512)");
   add_kv_type_options(cmd, o->kvt);
+  add_spec_options(cmd, o->spec);
   cmd->add_flag("!--no-parse-special", o->parse_special,
                 "Treat special-token text in the prompt as plain text");
   cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
@@ -82,8 +158,11 @@ Runner add_run(CLI::App& app) {
       prompt = read_input_file(o->prompt_file, "prompt file");
     }
     const KVCacheType kvt = resolve_kv_type(o->kvt);
+    SpecConfig spec = resolve_spec(o->spec);
     const double t_load0 = now_seconds();
     auto model = Model::load(o->model);
+    std::unique_ptr<Model> draft;
+    load_draft(o->spec, spec, draft);
     Tokenizer tok = Tokenizer::from_gguf(model->file());
     const ModelConfig& cfg = model->config();
     if (tok.n_vocab() != cfg.n_vocab)
@@ -118,6 +197,13 @@ Runner add_run(CLI::App& app) {
     Sampler sampler(sp, cfg.n_vocab);
     sampler.accept_prompt(ids);
 
+    // Only BOS in front: the text starts here, so drop SentencePiece's leading space as llama.cpp.
+    const bool strip_leading_space = n_prompt == 1 && ids[0] == tok.bos_id();
+    if (spec.enabled())
+      return run_speculative(*model, tok, spec, kvt, o->threads, o->batch, ctx, ids, sp,
+                             strip_leading_space, o->n < 0 ? ctx - n_prompt : o->n, o->quiet,
+                             o->model, t_load, sampler.seed());
+
     ThreadPool pool(o->threads);
     SequenceRunnerOptions ro;
     ro.max_ctx = ctx;
@@ -125,9 +211,8 @@ Runner add_run(CLI::App& app) {
     ro.kv_type = kvt;
     SequenceRunner runner(*model, pool, ro);
 
-    // Only BOS in front: the text starts here, so drop SentencePiece's leading space as llama.cpp.
     IncrementalDetokenizer::Options dopt;
-    dopt.strip_leading_space = n_prompt == 1 && ids[0] == tok.bos_id();
+    dopt.strip_leading_space = strip_leading_space;
     IncrementalDetokenizer detok(tok, dopt);
     StopMatcher stopper(sp.stop);
 

@@ -32,6 +32,7 @@ Runner add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   struct Opts {
     KVTypeOptions kvt;
+    SpecOptions spec;
     std::string model, host = "127.0.0.1", memory, api_key_file, model_name, chat_template,
                        max_body = "32MiB", ssl_cert_file, ssl_key_file, log_format = "text",
                        log_level = "info";
@@ -58,6 +59,7 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("-c,--ctx,--ctx-size,--max-model-len", o->ctx,
                   "Max tokens per sequence (default: the model's context)");
   add_kv_type_options(cmd, o->kvt);
+  add_spec_options(cmd, o->spec);
   cmd->add_option("--api-key-file", o->api_key_file,
                   "File of accepted API keys, one per line (enables bearer auth on /v1)");
   cmd->add_option("--api-key", o->api_keys,
@@ -123,6 +125,7 @@ Runner add_serve(CLI::App& app) {
   return [o]() {
     log::configure(log::parse_level(o->log_level), log::parse_format(o->log_format));
     const KVCacheType kvt = resolve_kv_type(o->kvt);
+    SpecConfig spec = resolve_spec(o->spec);
     if (o->port < 0 || o->port > 65535) fail("--port: expected 0..65535, got {}", o->port);
     if (o->static_no_padding && !o->static_batching)
       fail("--static-no-padding only applies with --static-batching");
@@ -166,6 +169,8 @@ Runner add_serve(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
     auto model = Model::load(o->model);
+    std::unique_ptr<Model> draft;
+    load_draft(o->spec, spec, draft);
     Tokenizer tok = Tokenizer::from_gguf(model->file());
     const ModelConfig& mc = model->config();
     if (tok.n_vocab() != mc.n_vocab)
@@ -181,6 +186,7 @@ Runner add_serve(CLI::App& app) {
     ec.static_padding = !o->static_no_padding;
     ec.prefix_caching = !o->no_prefix_caching;
     ec.threads = o->threads;
+    ec.spec = spec;
     warn_if_past_trained_context(ec.max_model_len, mc.ctx_train);
     {
       po.ctx = ec.max_model_len;
@@ -188,7 +194,10 @@ Runner add_serve(CLI::App& app) {
       po.max_batched_tokens = ec.max_batched_tokens;
       po.kv_type = ec.kv_type;
       po.block_size = ec.block_size;
-      Plan plan = plan_memory(mc, static_cast<int64_t>(model->weight_bytes()), po);
+      // A draft's weights come out of the budget, and its KV cache (as many blocks as the
+      // target's) out of the KV share, in proportion to their bytes per token.
+      const int64_t draft_weights = draft ? static_cast<int64_t>(draft->weight_bytes()) : 0;
+      Plan plan = plan_memory(mc, static_cast<int64_t>(model->weight_bytes()) + draft_weights, po);
       const std::string text = describe_plan(plan);
       for (size_t a = 0, b; a < text.size(); a = b + 1) {
         b = text.find('\n', a);
@@ -196,6 +205,21 @@ Runner add_serve(CLI::App& app) {
         if (b > a) log::info("{}", std::string_view(text).substr(a, b - a));
       }
       ec.kv_blocks = plan.kv_blocks;
+      if (draft) {
+        const int64_t t = kv_bytes_per_token(mc, kvt), d = kv_bytes_per_token(draft->config(), kvt);
+        const int64_t fit = plan.kv_blocks_fit * t / (t + d);
+        if (fit < plan.blocks_per_seq)
+          fail(
+              "--memory: with the draft model's KV cache the budget no longer holds one "
+              "{}-token sequence; give more memory or a shorter context",
+              plan.ctx);
+        ec.kv_blocks = std::min(plan.kv_blocks, fit);
+        log::info("draft model {}: {} of weights, KV {} B per token ({} blocks, as the target)",
+                  o->spec.draft, format_size(draft_weights), d, ec.kv_blocks);
+      }
+      if (spec.enabled())
+        log::info("speculative decoding: {}, K {}", spec_method_name(spec.method),
+                  spec.k > 0 ? std::to_string(spec.k) : std::string("auto"));
     }
 
     server::ServerConfig sc;

@@ -166,6 +166,73 @@ void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o) {
                   "KV cache dtype of V only (also -ctv; default: --kv-dtype)");
 }
 
+void add_spec_options(CLI::App* cmd, SpecOptions& o) {
+  cmd->add_option("--draft,--model-draft", o.draft,
+                  "Draft model for speculative decoding (GGUF file or Hugging Face folder with "
+                  "the target's vocabulary; implies --spec draft)");
+  cmd->add_option("--spec", o.method,
+                  "Speculative decoding: none (default), draft (needs --draft) or ngram (prompt "
+                  "lookup: no draft model)");
+  cmd->add_option("--spec-k,--draft-max", o.k,
+                  "Draft tokens per step, or auto (chosen from measured acceptance and cost; "
+                  "default 4)");
+  cmd->add_option("--spec-ngram-min", o.ngram_min,
+                  "Shortest n-gram the lookup matches (default 1)");
+  cmd->add_option("--spec-ngram-max", o.ngram_max, "Longest n-gram the lookup matches (default 4)");
+  cmd->add_option("--spec-warn-acceptance", o.warn_acceptance,
+                  "Warn and decode plainly while acceptance stays below this rate (default 0.6; "
+                  "0: never)");
+}
+
+SpecConfig resolve_spec(const SpecOptions& o) {
+  SpecConfig c;
+  std::string m = o.method;
+  if (m.empty()) m = o.draft.empty() ? "none" : "draft";
+  if (m == "none") {
+    c.method = SpecMethod::kNone;
+  } else if (m == "draft") {
+    c.method = SpecMethod::kDraft;
+  } else if (m == "ngram") {
+    c.method = SpecMethod::kNgram;
+  } else {
+    fail("--spec: expected none, draft or ngram, got '{}'", m);
+  }
+  if (c.method == SpecMethod::kDraft && o.draft.empty())
+    fail("--spec draft needs a draft model: pass --draft FILE");
+  if (c.method != SpecMethod::kDraft && !o.draft.empty())
+    fail("--draft is given but --spec is {}: drop one of them", m);
+  if (!o.draft.empty()) check_model_path(o.draft, "draft model");
+  if (o.k == "auto") {
+    c.k = 0;
+  } else {
+    size_t used = 0;
+    int k = 0;
+    try {
+      k = std::stoi(o.k, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != o.k.size() || k < 1 || k > 32)
+      fail("--spec-k: expected a number of draft tokens in 1..32 or auto, got '{}'", o.k);
+    c.k = k;
+  }
+  if (o.ngram_min < 1 || o.ngram_max < o.ngram_min || o.ngram_max > 64)
+    fail("--spec-ngram-min/--spec-ngram-max: expected 1 <= min <= max <= 64, got {} and {}",
+         o.ngram_min, o.ngram_max);
+  c.ngram_min = o.ngram_min;
+  c.ngram_max = o.ngram_max;
+  if (!(o.warn_acceptance >= 0 && o.warn_acceptance <= 1))
+    fail("--spec-warn-acceptance: expected a rate in [0, 1], got {}", o.warn_acceptance);
+  c.warn_acceptance = o.warn_acceptance;
+  return c;
+}
+
+void load_draft(const SpecOptions& o, SpecConfig& cfg, std::unique_ptr<Model>& holder) {
+  if (cfg.method != SpecMethod::kDraft) return;
+  holder = Model::load(o.draft);
+  cfg.draft = holder.get();
+}
+
 KVCacheType resolve_kv_type(const KVTypeOptions& o) {
   auto parse = [](const std::string& value, std::string_view flag) {
     auto t = kv_dtype_from_name(value);

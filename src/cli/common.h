@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "kvasir/chat/builtin_templates.h"
+#include "kvasir/engine.h"
+#include "kvasir/model/model.h"
 #include "kvasir/server/api_keys.h"
 #include "kvasir/tensor/kv_quant.h"
 
@@ -119,5 +121,20 @@ struct KVTypeOptions {
 void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o);
 // Throws kvasir::Error naming the flag and the accepted names for an unknown dtype.
 KVCacheType resolve_kv_type(const KVTypeOptions& o);
+
+// Speculative decoding flags (run and serve): --draft FILE (a GGUF file or Hugging Face folder;
+// implies --spec draft), --spec none|draft|ngram, --spec-k N|auto, --spec-ngram-min/max N,
+// --spec-warn-acceptance R (vLLM's --speculative-config spellings are not taken: they are JSON).
+struct SpecOptions {
+  std::string draft, method, k = "4";
+  int ngram_min = 1, ngram_max = 4;
+  double warn_acceptance = 0.6;
+};
+void add_spec_options(CLI::App* cmd, SpecOptions& o);
+// Checks the flags (before anything loads; the draft path's existence too) and returns the
+// config without its draft model; a draft is then loaded with load_draft().
+SpecConfig resolve_spec(const SpecOptions& o);
+// Loads o.draft (when the method is draft) into `holder` and points cfg.draft at it.
+void load_draft(const SpecOptions& o, SpecConfig& cfg, std::unique_ptr<Model>& holder);
 
 }  // namespace kvasir::cli

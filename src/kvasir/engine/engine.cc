@@ -11,10 +11,16 @@
 #include <thread>
 #include <unordered_map>
 
+#include "kvasir/engine/draft_proposer.h"
 #include "kvasir/engine/model_runner.h"
 #include "kvasir/engine/scheduler.h"
 #include "kvasir/engine/sequence.h"
 #include "kvasir/model/model.h"
+#include "kvasir/spec/acceptance_monitor.h"
+#include "kvasir/spec/k_controller.h"
+#include "kvasir/spec/ngram_proposer.h"
+#include "kvasir/spec/rejection_sampler.h"
+#include "kvasir/spec/vocab_match.h"
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/log.h"
@@ -34,6 +40,17 @@ constexpr double kKvWarnIntervalS = 30.0;
 constexpr double kKvWarnHysteresis = 0.9;
 
 }  // namespace
+
+const char* spec_method_name(SpecMethod m) {
+  switch (m) {
+    case SpecMethod::kDraft:
+      return "draft";
+    case SpecMethod::kNgram:
+      return "ngram";
+    default:
+      return "none";
+  }
+}
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -82,6 +99,17 @@ struct Engine::Impl {
   std::vector<SeqWork> work;
   std::vector<uint64_t> finished_ids;  // finished since the last step (the runner's padding)
   std::vector<uint64_t> done;          // finished in this step's update
+  std::vector<FinishReason> reasons;   // per scheduled sequence: how this step ended it
+
+  // Speculative decoding (proposer null: off).
+  std::shared_ptr<Proposer> proposer;
+  AcceptanceMonitor monitor;
+  KController kctl;
+  int spec_k = 0;                    // K of the last proposing step
+  std::vector<ProposalSlot> slots;   // this step's proposals
+  std::vector<Sequence*> spec_seqs;  // their sequences
+  std::vector<float> p_scratch;
+  SampleResult spec_sample;
 
   Impl(const Model& m, const Tokenizer& t, const EngineConfig& c, int max_len_, int64_t n_blocks)
       : model(m),
@@ -91,7 +119,28 @@ struct Engine::Impl {
         pool(c.threads),
         kv(static_cast<int32_t>(n_blocks), c.block_size, c.prefix_caching),
         sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01}, kv),
-        runner(m, pool, runner_options(c, max_len_, n_blocks)) {}
+        runner(m, pool, runner_options(c, max_len_, n_blocks)),
+        monitor(AcceptanceMonitorConfig{c.spec.warn_acceptance, c.spec.window, c.spec.reprobe_steps,
+                                        c.spec.probe}),
+        kctl(std::min(4, spec_k_max(c.spec)), spec_k_max(c.spec)) {
+    const SpecConfig& sc = c.spec;
+    if (sc.proposer) {
+      proposer = sc.proposer;
+    } else if (sc.method == SpecMethod::kNgram) {
+      proposer = std::make_shared<NgramProposer>(sc.ngram_min, sc.ngram_max);
+    } else if (sc.method == SpecMethod::kDraft) {
+      DraftProposerOptions o;
+      o.kv_blocks = sc.draft_kv_blocks > 0 ? sc.draft_kv_blocks : n_blocks;
+      o.block_size = c.block_size;
+      o.kv_type = c.kv_type;
+      o.max_tokens = c.max_batched_tokens;
+      o.max_seqs = c.max_seqs;
+      o.k_max = spec_k_max(c.spec);
+      proposer = std::make_shared<DraftProposer>(*sc.draft, pool, o);
+    }
+  }
+
+  static int spec_k_max(const SpecConfig& sc) { return sc.k > 0 ? sc.k : sc.k_max; }
 
   static ModelRunnerOptions runner_options(const EngineConfig& c, int max_len, int64_t n_blocks) {
     ModelRunnerOptions o;
@@ -99,7 +148,12 @@ struct Engine::Impl {
     o.block_size = c.block_size;
     o.kv_type = c.kv_type;
     o.max_tokens = c.max_batched_tokens;
-    o.max_logit_rows = c.max_seqs;  // one row per scheduled sequence
+    o.max_logit_rows = c.max_seqs;  // one row per scheduled sequence ...
+    // ... or, verifying, one per computed token of a speculating sequence (at most every token).
+    if (c.spec.enabled())
+      o.max_logit_rows = static_cast<int>(
+          std::min<int64_t>(c.max_batched_tokens, int64_t{c.max_seqs} * (spec_k_max(c.spec) + 1)));
+    o.max_logit_rows = std::max(o.max_logit_rows, c.max_seqs);
     o.static_padding = c.static_batching && c.static_padding;
     o.max_seqs = c.max_seqs;
     o.max_positions = max_len;
@@ -108,10 +162,16 @@ struct Engine::Impl {
 
   void loop();
   void step();
+  void propose();
   void update_from_output(const StepOutput& out);
+  // Verifies a speculating sequence's proposal against its logits rows, appending the tokens it
+  // keeps. Returns how the sequence ended (kNone: it goes on).
+  FinishReason verify(Sequence* s, const float* rows, double now, uint64_t& appended);
   void finish(Sequence* s, FinishReason r, const std::string& error = {});
   void emit(Sequence* s);
-  void append_token(Sequence* s, const SampleResult& sr, double now);
+  // Appends a chosen token (penalty history, stop strings, limits); returns how the sequence
+  // ended, kNone if it goes on. Emits nothing: the step's update does, once per sequence.
+  FinishReason append_token(Sequence* s, const SampleResult& sr, double now);
   void update_stats();
 };
 
@@ -132,6 +192,20 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, const EngineConfi
   if (tokenizer.n_vocab() != mc.n_vocab)
     fail("engine: the vocabulary has {} tokens but the model has {} embedding rows",
          tokenizer.n_vocab(), mc.n_vocab);
+  const SpecConfig& sc = config.spec;
+  if (sc.enabled()) {
+    if (sc.k < 0) fail("speculation: K must be positive, or 0 for auto; got {}", sc.k);
+    if (sc.k == 0 && sc.k_max < 1)
+      fail("speculation: the largest K for auto must be at least 1, got {}", sc.k_max);
+  }
+  if (!sc.proposer && sc.method == SpecMethod::kDraft) {
+    if (sc.draft == nullptr) fail("speculation: the draft method needs a draft model");
+    const Tokenizer draft_tok = Tokenizer::from_gguf(sc.draft->file());
+    if (auto err = vocabulary_mismatch(tokenizer, draft_tok)) fail("{}", *err);
+    if (sc.draft->config().n_vocab != mc.n_vocab)
+      fail("the draft model has {} embedding rows, the target {}: they must match",
+           sc.draft->config().n_vocab, mc.n_vocab);
+  }
   impl_ = std::make_unique<Impl>(model, tokenizer, config, max_len, n_blocks);
   impl_->stats.kv_blocks_total = n_blocks;
   impl_->thread = std::thread([this] { impl_->loop(); });
@@ -239,6 +313,9 @@ void Engine::Impl::emit(Sequence* s) {
   o.cached_tokens = s->cached_tokens;
   o.completion_tokens = s->n_generated();
   o.ttft = s->first_token > 0 ? s->first_token - s->arrival : 0;
+  o.spec_proposed = s->spec_proposed;
+  o.spec_accepted = s->spec_accepted;
+  o.spec_passes = s->spec_passes;
   o.queue_time = s->first_scheduled > 0 ? s->first_scheduled - s->arrival : 0;
   if (s->sink) {
     try {
@@ -261,11 +338,13 @@ void Engine::Impl::finish(Sequence* s, FinishReason r, const std::string& error)
   s->pending.finish_reason = r;
   s->pending.error = error;
   sched.remove(s);
+  if (proposer) proposer->release(s->id);
+  s->draft.clear();
   finished_ids.push_back(s->id);
   emit(s);
 }
 
-void Engine::Impl::append_token(Sequence* s, const SampleResult& sr, double now) {
+FinishReason Engine::Impl::append_token(Sequence* s, const SampleResult& sr, double now) {
   const int32_t t = sr.token;
   if (s->first_token == 0) s->first_token = now;
   s->tokens.push_back(t);
@@ -281,12 +360,12 @@ void Engine::Impl::append_token(Sequence* s, const SampleResult& sr, double now)
   if (s->detok && !eos) {
     auto res = s->stop->push(s->detok->push(t));
     s->pending.text.append(res.text);
-    if (res.stopped()) return finish(s, FinishReason::kStop);
+    if (res.stopped()) return FinishReason::kStop;
   }
-  if (eos) return finish(s, FinishReason::kStop);
+  if (eos) return FinishReason::kStop;
   if (s->n_generated() >= s->max_tokens || static_cast<int>(s->tokens.size()) >= max_len)
-    return finish(s, FinishReason::kLength);
-  emit(s);
+    return FinishReason::kLength;
+  return FinishReason::kNone;
 }
 
 void Engine::Impl::update_stats() {
@@ -303,6 +382,14 @@ void Engine::Impl::update_stats() {
     stats.kv_usage = kv.usage();
     stats.prefix_queries = sched.prefix_queries();
     stats.prefix_hits = sched.prefix_hits();
+    if (proposer) {
+      stats.spec_method = cfg.spec.proposer ? SpecMethod::kNone : cfg.spec.method;
+      stats.spec_window_acceptance = monitor.window_rate();
+      stats.spec_fallback = monitor.fallback();
+      stats.spec_warnings = monitor.warnings();
+      stats.spec_probes = monitor.probes();
+      stats.spec_k = spec_k;
+    }
     if (stats.kv_usage >= cfg.kv_warn_ratio) {
       const bool crossed = !kv_pressure;
       kv_pressure = true;
@@ -347,39 +434,101 @@ void Engine::Impl::update_stats() {
   if (obs) obs(copy);
 }
 
-// One step: schedule → run the model → update from its output (vLLM v1's schedule() /
+// Speculation, before scheduling: proposals for the running sequences that decode.
+void Engine::Impl::propose() {
+  slots.clear();
+  spec_seqs.clear();
+  if (!proposer || !monitor.speculate()) return;
+  const int k_step = cfg.spec.k > 0 ? cfg.spec.k : kctl.choose(monitor.token_acceptance());
+  int64_t k_total = 0;
+  for (Sequence* s : sched.running()) {
+    // Decoding: only the last (sampled) token lacks K/V.
+    if (!s->req.speculative || s->n_generated() == 0 || s->n_uncomputed() != 1) continue;
+    // No draft past max_tokens (the verification adds one token of its own) or the context.
+    const int k = std::min({k_step, s->max_tokens - s->n_generated() - 1,
+                            max_len - static_cast<int>(s->tokens.size())});
+    if (k <= 0) continue;
+    ProposalSlot sl;
+    sl.id = s->id;
+    sl.tokens = s->tokens;
+    sl.k = k;
+    sl.sampler = s->sampler.get();
+    sl.draft = &s->draft;
+    slots.push_back(sl);
+    spec_seqs.push_back(s);
+    k_total += k;
+  }
+  if (slots.empty()) return;
+  spec_k = k_step;
+  const double busy0 = proposer->busy_seconds();
+  try {
+    proposer->propose(slots);
+  } catch (const std::exception& e) {
+    log::warn("speculative decoding: the {} proposer failed ({}); this step decodes plainly",
+              proposer->name(), e.what());
+    for (Sequence* s : spec_seqs) {
+      s->draft.clear();
+      proposer->release(s->id);
+    }
+    slots.clear();
+    spec_seqs.clear();
+    return;
+  }
+  for (size_t i = 0; i < slots.size(); ++i) spec_seqs[i]->draft_q = slots[i].q;
+  kctl.record_proposer(static_cast<double>(k_total) / static_cast<double>(slots.size()),
+                       proposer->busy_seconds() - busy0);
+}
+
+// One step: propose → schedule → run the model → update from its output (vLLM v1's schedule() /
 // update_from_output()).
 void Engine::Impl::step() {
+  propose();
   sched.schedule(scheduled, preempted);
   if (!preempted.empty()) {
     std::lock_guard lk(mu);
     stats.preemptions += preempted.size();
   }
+  if (proposer)
+    for (Sequence* s : preempted) proposer->release(s->id);
   preempted.clear();
   if (scheduled.empty()) {
     finished_ids.clear();
+    for (Sequence* s : spec_seqs) s->draft.clear();
     return;
   }
 
   const double t_sched = now_seconds();
   work.clear();
+  bool all_decode = true;
+  int64_t n_tokens = 0;
   for (const ScheduledSeq& ss : scheduled) {
     Sequence* s = ss.seq;
     if (s->first_scheduled == 0) s->first_scheduled = t_sched;
-    // The sequence samples when this step computes its last token.
-    const bool samples = s->num_computed + ss.n_new == static_cast<int>(s->tokens.size());
     SeqWork w;
     w.id = s->id;
-    w.tokens = std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(s->num_computed),
-                                                           static_cast<size_t>(ss.n_new));
     w.start = s->num_computed;
     w.blocks = &s->kv.blocks;
-    w.logits = samples ? Logits::kLast : Logits::kNone;
-    w.sampler = samples ? s->sampler.get() : nullptr;
     w.logprobs = s->req.params.logprobs;
+    if (ss.n_new > s->n_uncomputed()) {
+      // Verification: the last token and the draft (cut to what was scheduled), every row's logits.
+      s->verify.assign(1, s->tokens.back());
+      s->verify.insert(s->verify.end(), s->draft.begin(), s->draft.end());
+      w.tokens = s->verify;
+      w.logits = Logits::kAll;
+    } else {
+      // The sequence samples when this step computes its last token.
+      const bool samples = s->num_computed + ss.n_new == static_cast<int>(s->tokens.size());
+      w.tokens = std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(s->num_computed),
+                                                             static_cast<size_t>(ss.n_new));
+      w.logits = samples ? Logits::kLast : Logits::kNone;
+      w.sampler = samples ? s->sampler.get() : nullptr;
+    }
+    all_decode = all_decode && s->n_uncomputed() == 1;
+    n_tokens += static_cast<int64_t>(w.tokens.size());
     work.push_back(w);
   }
   const StepOutput* out = nullptr;
+  const double t_run = now_seconds();
   try {
     out = &runner.run(work, finished_ids);
   } catch (const std::exception& e) {
@@ -392,38 +541,119 @@ void Engine::Impl::step() {
     for (Sequence* s : victims) live.erase(s->id);
     return;
   }
+  // The auto-K cost model learns the target's step time against tokens per decoding sequence.
+  if (proposer && all_decode)
+    kctl.record_target_step(static_cast<double>(n_tokens) / static_cast<double>(work.size()),
+                            now_seconds() - t_run);
   finished_ids.clear();
   update_from_output(*out);
+}
+
+FinishReason Engine::Impl::verify(Sequence* s, const float* rows, double now, uint64_t& appended) {
+  const auto V = static_cast<size_t>(model.config().n_vocab);
+  const int n_draft = static_cast<int>(s->draft.size());
+  const RejectionRule rule = cfg.spec.broken_rejection_for_tests
+                                 ? RejectionRule::kBrokenResampleFromTarget
+                                 : RejectionRule::kExact;
+  s->num_computed += 1;  // the last token's K/V
+  int judged = 0, accepted = 0;
+  FinishReason r = FinishReason::kNone;
+  for (int j = 0; j <= n_draft; ++j) {
+    const float* row = rows + static_cast<size_t>(j) * V;
+    bool keep_going = false;
+    if (j < n_draft) {
+      const float* q = s->draft_q ? s->draft_q + static_cast<size_t>(j) * V : nullptr;
+      const SpecDecision d = verify_draft_token(*s->sampler, row, s->draft[static_cast<size_t>(j)],
+                                                q, p_scratch, &spec_sample, rule);
+      ++judged;
+      keep_going = d.accepted;
+      if (d.accepted) ++accepted;
+    } else {
+      // Every draft token accepted: the target's own next token.
+      s->sampler->sample(row, static_cast<int32_t>(V), &spec_sample);
+    }
+    r = append_token(s, spec_sample, now);
+    ++appended;
+    if (r != FinishReason::kNone || !keep_going) break;
+    s->num_computed += 1;  // the accepted draft token's K/V stay
+  }
+  s->spec_proposed += judged;
+  s->spec_accepted += accepted;
+  s->spec_passes += 1;
+  {
+    std::lock_guard lk(mu);
+    stats.spec_proposed += static_cast<uint64_t>(judged);
+    stats.spec_accepted += static_cast<uint64_t>(accepted);
+    stats.spec_passes += 1;
+  }
+  if (monitor.record(judged, accepted))
+    log::warn(
+        "speculative decoding: acceptance {:.0f}% over the last {} proposals is below {:.0f}%: "
+        "decoding without speculation, re-probing every {} steps",
+        monitor.window_rate() * 100, cfg.spec.window, cfg.spec.warn_acceptance * 100,
+        cfg.spec.reprobe_steps);
+  if (r == FinishReason::kNone) {
+    // Roll back the rejected tail: keep the blocks of the computed tokens and of the next one.
+    kv.truncate(s->kv, s->num_computed + 1);
+    kv.cache_full_blocks(s->kv, s->tokens, s->num_computed);
+  }
+  return r;
 }
 
 void Engine::Impl::update_from_output(const StepOutput& out) {
   uint64_t prompt_done = 0;
   uint64_t sampled = 0;
+  uint64_t spec_emitted = 0;
+  const double now = now_seconds();
+  const auto V = static_cast<size_t>(model.config().n_vocab);
+  reasons.assign(scheduled.size(), FinishReason::kNone);
+  // 1. Every sequence's new tokens are decided and appended; nothing is handed out yet.
   for (size_t i = 0; i < scheduled.size(); ++i) {
     Sequence* s = scheduled[i].seq;
+    if (work[i].logits == Logits::kAll) {
+      uint64_t appended = 0;
+      reasons[i] =
+          verify(s, out.logits.data() + static_cast<size_t>(out.first_row[i]) * V, now, appended);
+      sampled += appended;
+      spec_emitted += appended;
+      continue;
+    }
     const int before = s->num_computed;
     s->num_computed += scheduled[i].n_new;
     kv.cache_full_blocks(s->kv, s->tokens, s->num_computed);
     if (before < s->n_prompt)
       prompt_done += static_cast<uint64_t>(std::min(s->num_computed, s->n_prompt) - before);
-    if (out.samples[i].token >= 0) ++sampled;
+    if (out.samples[i].token >= 0) {
+      ++sampled;
+      reasons[i] = append_token(s, out.samples[i], now);
+    }
   }
-  // Counted before the tokens are handed out: a client that has its last token and then reads
+  // 2. Counted before the tokens are handed out: a client that has its last token and then reads
   // the metrics must find it counted.
   {
     std::lock_guard lk(mu);
     stats.steps++;
     stats.prompt_tokens += prompt_done;
     stats.generation_tokens += sampled;
+    stats.spec_emitted += spec_emitted;
     stats.padding_tokens += static_cast<uint64_t>(out.n_padding);
   }
-  const double now = now_seconds();
+  // 3. Outputs, and the proposer learns what was kept.
   done.clear();
   for (size_t i = 0; i < scheduled.size(); ++i) {
-    if (out.samples[i].token < 0) continue;
     Sequence* s = scheduled[i].seq;
-    append_token(s, out.samples[i], now);
-    if (s->status == SeqStatus::kFinished) done.push_back(s->id);
+    if (reasons[i] != FinishReason::kNone) {
+      finish(s, reasons[i]);
+      done.push_back(s->id);
+    } else {
+      emit(s);
+    }
+  }
+  for (Sequence* s : spec_seqs) {
+    if (s->status != SeqStatus::kFinished && s->num_computed > 0)
+      proposer->accepted(s->id, s->tokens);
+    s->draft.clear();
+    s->draft_q = nullptr;
   }
   for (uint64_t id : done) live.erase(id);
 }

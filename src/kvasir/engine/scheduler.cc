@@ -7,6 +7,7 @@ namespace kvasir {
 void Scheduler::preempt(Sequence* s) {
   kv_.free(s->kv);
   s->num_computed = 0;
+  s->draft.clear();
   s->status = SeqStatus::kWaiting;
   waiting_.push_front(s);
 }
@@ -28,11 +29,19 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
   // 1. Running sequences, oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
-    const int n_new = std::min(s->n_uncomputed(), budget);
+    // A speculating sequence also computes its draft tokens (verification), as far as the budget
+    // goes; draft tokens never cost a preemption: without room they are dropped.
+    int n_new = std::min(s->n_uncomputed() + static_cast<int>(s->draft.size()), budget);
     if (n_new <= 0) {
       ++i;
       continue;
     }
+    if (n_new > s->n_uncomputed() && !kv_.allocate_slots(s->kv, s->num_computed + n_new))
+      n_new = std::min(s->n_uncomputed(), budget);
+    if (n_new <= s->n_uncomputed())
+      s->draft.clear();
+    else
+      s->draft.resize(static_cast<size_t>(n_new - s->n_uncomputed()));
     bool self_preempted = false;
     // Victims come from the back of running_ while this loop serves it from the front, so a
     // victim is s itself or a sequence not yet scheduled in this step.

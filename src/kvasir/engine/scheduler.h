@@ -11,6 +11,9 @@
 // sequence is admitted in a step that had to preempt, and admission keeps a small watermark of
 // free blocks so a new prompt does not immediately force a preemption.
 // static_batching (kept for comparison only): new sequences join only when none is running.
+// Speculation: a running sequence with draft tokens (Sequence::draft) asks for them on top of its
+// uncomputed token; the budget and the cache may cut the draft short (the draft is truncated to
+// what was scheduled), and draft tokens alone never preempt anyone.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +49,9 @@ class Scheduler {
   void remove(Sequence* s);
 
   int n_running() const { return static_cast<int>(running_.size()); }
+  // The running sequences, in admission order (the engine proposes speculative tokens for them
+  // before schedule()).
+  const std::vector<Sequence*>& running() const { return running_; }
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
   bool idle() const { return running_.empty() && waiting_.empty(); }
   uint64_t prefix_queries() const { return prefix_queries_; }

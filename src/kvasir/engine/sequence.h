@@ -36,6 +36,12 @@ struct Sequence {
   double arrival = 0, first_scheduled = 0, first_token = 0;
   // Output accumulated during a step, flushed to the sink after it.
   RequestOutput pending;
+  // Speculative decoding: this step's proposal, its distributions (null: one-hot) and the
+  // verification tokens (the last token, then the proposal) the step computes.
+  std::vector<int32_t> draft;
+  const float* draft_q = nullptr;
+  std::vector<int32_t> verify;
+  int spec_proposed = 0, spec_accepted = 0, spec_passes = 0;  // this request's, cumulative
 
   int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }
   int n_uncomputed() const { return static_cast<int>(tokens.size()) - num_computed; }

@@ -87,6 +87,14 @@ void KVCacheManager::cache_full_blocks(SeqBlocks& seq, std::span<const int32_t> 
   }
 }
 
+void KVCacheManager::truncate(SeqBlocks& seq, int n_tokens) {
+  const int keep = std::max((std::max(n_tokens, 0) + block_size_ - 1) / block_size_, seq.n_hashed);
+  while (static_cast<int>(seq.blocks.size()) > keep) {
+    pool_.release(seq.blocks.back());
+    seq.blocks.pop_back();
+  }
+}
+
 void KVCacheManager::free(SeqBlocks& seq) {
   pool_.release_all(seq.blocks);
   seq.n_hashed = 0;

@@ -65,6 +65,11 @@ class KVCacheManager {
   // Registers the sequence's full blocks among its first n_computed tokens in the prefix cache.
   void cache_full_blocks(SeqBlocks& seq, std::span<const int32_t> tokens, int n_computed);
 
+  // Shrinks the block table to the blocks covering n_tokens positions, releasing the rest: the
+  // rollback of rejected speculative tokens. Blocks known to the prefix cache are kept (n_tokens
+  // is raised to cover them), so only private, partly written blocks are given back.
+  void truncate(SeqBlocks& seq, int n_tokens);
+
   // Releases the sequence's blocks (cached ones stay reusable) and resets it.
   void free(SeqBlocks& seq);
 

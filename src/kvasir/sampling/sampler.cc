@@ -377,6 +377,24 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, SampleResult* out)
   return token;
 }
 
+void Sampler::score(const float* logits, int32_t n_vocab, int32_t token, SampleResult* out) {
+  check_vocab(n_vocab);
+  if (token < 0 || token >= n_vocab_)
+    fail("Sampler::score: token id {} is outside the vocabulary [0, {})", token, n_vocab_);
+  if (out == nullptr) return;
+  out->token = token;
+  if (!params_.logprobs) {
+    out->logprob = 0.0f;
+    out->top_logprobs.clear();
+    return;
+  }
+  ensure_buffers();
+  const float* row = apply_bias_and_penalties(logits);
+  const bool raw = params_.logprobs_mode == LogprobsMode::kRaw;
+  prepare_logprobs(raw ? logits : row, out);
+  out->logprob = logprob_of(raw ? logits[token] : processed_logit(logits, token));
+}
+
 void Sampler::probabilities(const float* logits, int32_t n_vocab, float* probs) {
   check_vocab(n_vocab);
   ensure_buffers();

@@ -77,6 +77,15 @@ class Sampler {
   // speculative decoding, and for tests.
   void probabilities(const float* logits, int32_t n_vocab, float* probs);
 
+  // Fills out (token, and with params.logprobs its logprob and top logprobs) as sample() would
+  // have had it chosen `token` from this row, without drawing: for tokens that speculative
+  // decoding accepts from a proposal. Throws kvasir::Error for a token outside the vocabulary.
+  void score(const float* logits, int32_t n_vocab, int32_t token, SampleResult* out);
+
+  // Makes this sampler's penalty window equal to other's (same parameters expected): a draft
+  // model's sampler follows its target's accepted history this way. Keeps its own RNG.
+  void copy_history_from(const Sampler& other) { window_ = other.window_; }
+
   const SamplingParams& params() const { return params_; }
   int32_t n_vocab() const { return n_vocab_; }
   uint64_t seed() const { return seed_; }  // the seed in use, drawn at random if unset

@@ -38,6 +38,7 @@ std::shared_ptr<Job> new_job(RouteContext& ctx, const char* id_prefix, const std
   job->sp = o.sampling;
   job->stream = o.stream;
   job->include_usage = o.include_usage;
+  job->speculative = o.speculative;
   check_sampling(ctx, job->sp);
   return job;
 }

@@ -38,6 +38,9 @@ void Generation::push(int i, const RequestOutput& out) {
     c.prompt_tokens = out.prompt_tokens;
     c.cached_tokens = out.cached_tokens;
     c.completion_tokens = out.completion_tokens;
+    c.spec_proposed = out.spec_proposed;
+    c.spec_accepted = out.spec_accepted;
+    c.spec_passes = out.spec_passes;
     if (out.queue_time > 0) c.queue_time = out.queue_time;
     if (!out.tokens.empty()) {
       if (c.first_token_time == 0)

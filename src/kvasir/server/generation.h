@@ -38,6 +38,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::string error;
     int prompt_tokens = 0;
     int cached_tokens = 0;
+    int spec_proposed = 0, spec_accepted = 0, spec_passes = 0;  // speculative decoding
     int completion_tokens = 0;
     double queue_time = 0;
     double first_token_time = 0;  // arrival of the first output with tokens; 0: none yet

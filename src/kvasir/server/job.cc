@@ -28,7 +28,13 @@ Usage usage_of(const Job& job, const Generation& g) {
     u.prompt_tokens += static_cast<int64_t>(job.prompts[p].size());
     u.cached_tokens += g.choice(static_cast<int>(p) * job.n).cached_tokens;
   }
-  for (int c = 0; c < g.n_choices(); ++c) u.completion_tokens += g.choice(c).completion_tokens;
+  for (int c = 0; c < g.n_choices(); ++c) {
+    const Generation::Choice& ch = g.choice(c);
+    u.completion_tokens += ch.completion_tokens;
+    u.spec_proposed += ch.spec_proposed;
+    u.spec_accepted += ch.spec_accepted;
+    u.spec_passes += ch.spec_passes;
+  }
   return u;
 }
 
@@ -50,6 +56,7 @@ std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<cons
       r.params.seed = *r.params.seed + static_cast<uint64_t>(c % job->n);
     r.api_key = job->key;
     r.detokenize = true;
+    r.speculative = job->speculative;
     // The text starts here (only BOS before it): drop SentencePiece's leading space, as
     // `kvasir run` does.
     r.strip_leading_space = !job->chat && r.prompt.size() == 1 && r.prompt[0] == ctx.tok.bos_id();

@@ -36,6 +36,7 @@ struct Job {
   std::string key;
   bool stream = false;
   bool include_usage = false;
+  bool speculative = true;
   int completion_logprobs = -1;  // -1: off
   bool chat_logprobs = false;
   int chat_top_logprobs = 0;

@@ -118,6 +118,7 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "stop",
                                               "stop_token_ids",
                                               "ignore_eos",
+                                              "speculative",
                                               "logit_bias",
                                               "n",
                                               "stream",
@@ -229,6 +230,7 @@ GenerationOptions parse_common(const Json& body, bool chat) {
     }
   }
   if (auto v = opt_bool(body, "ignore_eos")) sp.ignore_eos = *v;
+  if (auto v = opt_bool(body, "speculative")) o.speculative = *v;
   if (const Json* bias = get(body, "logit_bias")) {
     if (!bias->is_object()) wrong_type("logit_bias", "an object of token id -> bias", *bias);
     for (auto it = bias->begin(); it != bias->end(); ++it) {

@@ -5,7 +5,8 @@
 // type and range, and map it to SamplingParams (OpenAI / vLLM names: max_tokens,
 // max_completion_tokens, temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty,
 // repetition_penalty, seed, stop, n, logprobs, top_logprobs, logit_bias, stop_token_ids,
-// ignore_eos, stream, stream_options). A null value means "absent". Unknown fields are ignored.
+// ignore_eos, stream, stream_options, and Kvasir's speculative: false to opt out of speculative
+// decoding). A null value means "absent". Unknown fields are refused by name.
 // Every problem is an ApiError (400) naming the field in `param`. Ranges (OpenAI's where OpenAI
 // has the field, else vLLM's): temperature [0, 2], top_p (0, 1], top_k -1 or >= 0, min_p [0, 1],
 // presence_penalty and frequency_penalty [-2, 2], repetition_penalty > 0, logit_bias values
@@ -40,6 +41,7 @@ struct GenerationOptions {
   int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool speculative = true;     // extension: false opts this request out of speculative decoding
 };
 
 // One prompt of /v1/completions: text, or token ids.

@@ -42,6 +42,25 @@ ServingMetrics::ServingMetrics() {
   r.add_counter("kvasir_cost_usd_total", "Cost of the usage billed (USD), per model and key.",
                 {"model", "key"});
   r.add_counter("kvasir_http_responses_total", "HTTP responses by status code.", {"status"});
+  // Speculative decoding.
+  r.add_counter("kvasir_spec_proposed_tokens_total", "Draft tokens the target model judged.");
+  r.add_counter("kvasir_spec_accepted_tokens_total", "Draft tokens the target model accepted.");
+  r.add_counter("kvasir_spec_verify_passes_total",
+                "Sequence verifications (one per speculating sequence per target pass).");
+  r.add_counter("kvasir_spec_emitted_tokens_total",
+                "Tokens produced by verifications (accepted draft tokens plus one per pass).");
+  r.add_gauge("kvasir_spec_acceptance_rate",
+              "Acceptance rate (accepted / proposed) over the engine's recent proposals.");
+  r.add_gauge("kvasir_spec_tokens_per_pass",
+              "Mean tokens produced per verification since start (1 = no gain).");
+  r.add_gauge("kvasir_spec_fallback",
+              "1 while speculation is off because acceptance fell below the warning threshold.");
+  r.add_gauge("kvasir_spec_k", "Draft tokens proposed per sequence in the latest proposing step.");
+  r.add_counter("kvasir_spec_low_acceptance_warnings_total",
+                "Times acceptance fell below the threshold and decoding fell back to plain.");
+  r.add_histogram("kvasir_request_spec_acceptance_rate",
+                  "Per request: accepted / proposed draft tokens (requests that speculated).",
+                  {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0});
 }
 
 void ServingMetrics::record(const Generation& g, const Usage& usage, double cost_usd,
@@ -61,6 +80,9 @@ void ServingMetrics::record(const Generation& g, const Usage& usage, double cost
                      (c.last_token_time - c.first_token_time) / (c.completion_tokens - 1));
     }
     for (double gap : c.gaps) reg_.observe("kvasir_inter_token_latency_seconds", {}, gap);
+    if (c.spec_proposed > 0)
+      reg_.observe("kvasir_request_spec_acceptance_rate", {},
+                   static_cast<double>(c.spec_accepted) / static_cast<double>(c.spec_proposed));
   }
   reg_.inc("kvasir_request_prompt_tokens_total", {model, key},
            static_cast<double>(usage.prompt_tokens));
@@ -85,6 +107,17 @@ std::string ServingMetrics::expose(const EngineStats& s, double kv_warn_ratio) {
   reg_.set_counter("kvasir_preemptions_total", {}, static_cast<double>(s.preemptions));
   reg_.set_counter("kvasir_prefix_cache_queries_total", {}, static_cast<double>(s.prefix_queries));
   reg_.set_counter("kvasir_prefix_cache_hits_total", {}, static_cast<double>(s.prefix_hits));
+  reg_.set_counter("kvasir_spec_proposed_tokens_total", {}, static_cast<double>(s.spec_proposed));
+  reg_.set_counter("kvasir_spec_accepted_tokens_total", {}, static_cast<double>(s.spec_accepted));
+  reg_.set_counter("kvasir_spec_verify_passes_total", {}, static_cast<double>(s.spec_passes));
+  reg_.set_counter("kvasir_spec_emitted_tokens_total", {}, static_cast<double>(s.spec_emitted));
+  reg_.set("kvasir_spec_acceptance_rate", {}, s.spec_window_acceptance);
+  reg_.set("kvasir_spec_tokens_per_pass", {},
+           s.spec_passes > 0 ? static_cast<double>(s.spec_emitted) / s.spec_passes : 0.0);
+  reg_.set("kvasir_spec_fallback", {}, s.spec_fallback ? 1.0 : 0.0);
+  reg_.set("kvasir_spec_k", {}, s.spec_k);
+  reg_.set_counter("kvasir_spec_low_acceptance_warnings_total", {},
+                   static_cast<double>(s.spec_warnings));
   return reg_.expose();
 }
 

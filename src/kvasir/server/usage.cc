@@ -20,6 +20,17 @@ nlohmann::ordered_json Usage::to_json(const Prices& p) const {
   u["total_tokens"] = total_tokens();
   u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
   u["cost_usd"] = cost_usd(p);
+  if (spec_passes > 0) {
+    u["speculative"] = {
+        {"proposed_tokens", spec_proposed},
+        {"accepted_tokens", spec_accepted},
+        {"verify_passes", spec_passes},
+        {"acceptance_rate",
+         spec_proposed > 0 ? static_cast<double>(spec_accepted) / static_cast<double>(spec_proposed)
+                           : 0.0},
+        {"tokens_per_pass",
+         static_cast<double>(spec_accepted + spec_passes) / static_cast<double>(spec_passes)}};
+  }
   return u;
 }
 
