@@ -6,6 +6,10 @@
 // kvasir bench serve [--host H] [--port P] [--requests N] [--rate R | --concurrency C] ...:
 // drives a running `kvasir serve` (or any OpenAI-compatible server) over HTTP with streaming
 // completions and prints TTFT/TPOT/ITL/e2e percentiles and throughput (bench/serve_bench.h).
+//
+// kvasir bench spec -m TARGET [--draft FILE] [--spec-k 4] [--replay-corrupt 0.2 | --no-replay]:
+// the verification pass's cost against a decode pass, and plain against speculative greedy decode
+// (bench/spec_bench.h).
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -18,6 +22,7 @@
 #include "common.h"
 #include "kvasir/bench/model_bench.h"
 #include "kvasir/bench/serve_bench.h"
+#include "kvasir/bench/spec_bench.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cli {
@@ -156,6 +161,91 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
   };
 }
 
+Runner add_bench_spec(CLI::App& bench_cmd) {
+  auto* cmd = bench_cmd.add_subcommand(
+      "spec", "Speculative decoding: verify-pass cost and speedup over plain greedy decode");
+  struct Opts {
+    KVTypeOptions kvt;
+    std::string model, draft;
+    bool json = false, no_replay = false;
+    bench::SpecBenchOptions b;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "Target GGUF model")->required();
+  cmd->add_option("--draft", o->draft,
+                  "Draft model: its cost is paid every step (with replay) or its proposals used");
+  cmd->add_option("--spec-k", o->b.k, "Draft tokens per step (default 4)");
+  cmd->add_option("-n", o->b.n, "Tokens generated per run (default 128)");
+  cmd->add_option("--prompt", o->b.prompt, "Prompt tokens (default 32)");
+  cmd->add_option("--reps", o->b.reps, "Repetitions (default 3)");
+  cmd->add_option("--passes", o->b.passes, "Verify figure: passes per repetition (default 16)");
+  cmd->add_option("--replay-corrupt", o->b.corrupt,
+                  "Replay the target's own output with each proposed token wrong at this rate "
+                  "(default 0.2: per-token acceptance 0.8)");
+  cmd->add_flag("--no-replay", o->no_replay, "Use the draft model's own proposals");
+  cmd->add_option("-t,--threads", o->b.threads, "Threads (default: all cores)");
+  cmd->add_flag("--json", o->json, "One JSON object with every figure");
+  add_kv_type_options(cmd, o->kvt);
+  return [o]() {
+    o->b.kv_type = resolve_kv_type(o->kvt);
+    o->b.replay = !o->no_replay;
+    if (!(o->b.corrupt >= 0 && o->b.corrupt <= 1))
+      fail("--replay-corrupt: expected a rate in [0, 1], got {}", o->b.corrupt);
+    check_model_path(o->model, "model");
+    if (!o->draft.empty()) check_model_path(o->draft, "draft model");
+    auto model = Model::load(o->model);
+    std::unique_ptr<Model> draft;
+    if (!o->draft.empty()) draft = Model::load(o->draft);
+    o->b.draft = draft.get();
+    const bench::SpecBenchResult r = bench::run_spec_bench(*model, o->b);
+    ThreadPool probe(o->b.threads);
+    auto sum = [](const bench::Summary& x) {
+      return nlohmann::json{{"median", x.median}, {"min", x.min}, {"max", x.max}};
+    };
+    if (o->json) {
+      nlohmann::json j = {{"name", "spec"},
+                          {"model", o->model},
+                          {"draft", o->draft},
+                          {"dtype", std::string(dtype_name(model->weight_type()))},
+                          {"threads", probe.size()},
+                          {"k", o->b.k},
+                          {"n", o->b.n},
+                          {"replay", o->b.replay},
+                          {"corrupt", o->b.corrupt},
+                          {"decode_pass_s", sum(r.decode_pass_s)},
+                          {"verify_pass_s", sum(r.verify_pass_s)},
+                          {"verify_ratio", r.verify_ratio},
+                          {"plain_tok_s", sum(r.plain_tok_s)},
+                          {"spec_tok_s", sum(r.spec_tok_s)},
+                          {"speedup", sum(r.speedup)},
+                          {"acceptance", r.acceptance},
+                          {"tokens_per_pass", r.tokens_per_pass}};
+      fmt::print("{}\n", j.dump());
+      return 0;
+    }
+    fmt::print("kvasir bench spec: {} ({}), draft {}, K {}, {} threads, {} reps, {}\n", o->model,
+               dtype_name(model->weight_type()), o->draft.empty() ? "none" : o->draft, o->b.k,
+               probe.size(), o->b.reps,
+               o->b.replay ? fmt::format("replay with {:.0f}% of proposed tokens corrupted",
+                                         o->b.corrupt * 100)
+                           : std::string("the draft's own proposals"));
+    auto row = [](const char* name, const bench::Summary& x, const char* unit, double scale) {
+      fmt::print("{:<22} {:>10.3f} {:>10.3f} {:>10.3f}  {}\n", name, x.median * scale,
+                 x.min * scale, x.max * scale, unit);
+    };
+    fmt::print("{:<22} {:>10} {:>10} {:>10}\n", "figure", "median", "min", "max");
+    row("decode pass (1 tok)", r.decode_pass_s, "ms", 1e3);
+    row(fmt::format("verify pass ({} tok)", o->b.k + 1).c_str(), r.verify_pass_s, "ms", 1e3);
+    fmt::print("{:<22} {:>10.3f}  (verify / decode, medians)\n", "verify cost", r.verify_ratio);
+    row("plain decode", r.plain_tok_s, "tok/s", 1);
+    row("speculative decode", r.spec_tok_s, "tok/s", 1);
+    row("speedup", r.speedup, "x", 1);
+    fmt::print("{:<22} {:>10.3f}  (accepted / proposed)\n", "acceptance", r.acceptance);
+    fmt::print("{:<22} {:>10.3f}\n", "tokens per pass", r.tokens_per_pass);
+    return 0;
+  };
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
@@ -189,8 +279,11 @@ Runner add_bench(CLI::App& app) {
                   "Probe buffer size in MiB (default: max(1 GiB, 8 x last-level cache))");
   Runner serve = add_bench_serve(*cmd);
   auto* serve_cmd = cmd->get_subcommand("serve");
-  return [o, serve, serve_cmd]() {
+  Runner spec = add_bench_spec(*cmd);
+  auto* spec_cmd = cmd->get_subcommand("spec");
+  return [o, serve, serve_cmd, spec, spec_cmd]() {
     if (serve_cmd->parsed()) return serve();
+    if (spec_cmd->parsed()) return spec();
     o->b.batches = parse_batches(o->batches);
     const KVCacheType kvt = resolve_kv_type(o->kvt);
     o->b.kv_type = kvt;

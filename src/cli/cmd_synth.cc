@@ -48,6 +48,7 @@ Runner add_synth(CLI::App& app) {
   struct Opts {
     std::string shape, dtype = "f16", out, vocab;
     uint64_t seed = 1;
+    int layers = 0;
     bool no_vocab = false;
   };
   auto o = std::make_shared<Opts>();
@@ -62,8 +63,16 @@ Runner add_synth(CLI::App& app) {
   cmd->add_flag("--no-vocab", o->no_vocab,
                 "Write the weights without a tokenizer (only kvasir bench can run the file)");
   cmd->add_option("--seed", o->seed, "Random seed");
+  cmd->add_option("--layers", o->layers,
+                  "Layers instead of the shape's (e.g. a draft model of a shape: tinyllama-1.1b "
+                  "with --layers 1 streams about a tenth of its weights)");
   return [o]() {
     SynthSpec s = synth_shape(o->shape);
+    if (o->layers < 0 || o->layers > 1024) fail("--layers: expected 1..1024, got {}", o->layers);
+    if (o->layers > 0) {
+      s.n_layers = o->layers;
+      s.name += fmt::format("-{}l", o->layers);
+    }
     auto t = dtype_from_name(o->dtype);
     if (!t) fail("--dtype: unknown type '{}'", o->dtype);
     s.dtype = *t;
