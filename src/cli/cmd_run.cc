@@ -46,6 +46,7 @@ int run_speculative(const Model& model, const Tokenizer& tok, const SpecConfig& 
   ec.kv_type = kvt;
   ec.threads = threads;
   ec.spec = spec;
+  ec.kv_warn_ratio = 2;  // one sequence sized to its context: a full cache is the plan, not pressure
   Engine engine(model, tok, ec);
   GenerateRequest r;
   r.prompt = ids;
