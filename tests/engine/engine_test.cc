@@ -15,6 +15,7 @@
 #include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/timer.h"
+#include "test_util/greedy.h"
 #include "test_util/models.h"
 #include "test_util/tokens.h"
 
@@ -27,19 +28,7 @@ test_util::Stories260K& fx() {
 
 // Greedy continuation computed alone, token by token, with the offline runner.
 std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n, KVCacheType kv = {}) {
-  ThreadPool pool(1);
-  SequenceRunnerOptions o;
-  o.kv_type = kv;
-  o.max_ctx = static_cast<int>(prompt.size()) + n + 1;
-  SequenceRunner r(*fx().model, pool, o);
-  std::vector<int32_t> out;
-  auto logits = r.feed(prompt);
-  for (int i = 0; i < n; ++i) {
-    int32_t best = test_util::argmax(logits.data(), r.n_vocab());
-    out.push_back(best);
-    if (i + 1 < n) logits = r.feed(std::span(&best, 1));
-  }
-  return out;
+  return test_util::greedy_alone(*fx().model, prompt, n, kv);
 }
 
 struct Collector {

@@ -140,7 +140,7 @@ struct Engine::Impl {
     }
   }
 
-  static int spec_k_max(const SpecConfig& sc) { return sc.k > 0 ? sc.k : sc.k_max; }
+  static int spec_k_max(const SpecConfig& sc) { return std::max(1, sc.k > 0 ? sc.k : sc.k_max); }
 
   static ModelRunnerOptions runner_options(const EngineConfig& c, int max_len, int64_t n_blocks) {
     ModelRunnerOptions o;
@@ -166,7 +166,10 @@ struct Engine::Impl {
   void update_from_output(const StepOutput& out);
   // Verifies a speculating sequence's proposal against its logits rows, appending the tokens it
   // keeps. Returns how the sequence ended (kNone: it goes on).
-  FinishReason verify(Sequence* s, const float* rows, double now, uint64_t& appended);
+  // `appended`, `judged_total` and `accepted_total` are added to (the step's update counts them
+  // into the stats under its one lock).
+  FinishReason verify(Sequence* s, const float* rows, double now, uint64_t& appended,
+                      uint64_t& judged_total, uint64_t& accepted_total);
   void finish(Sequence* s, FinishReason r, const std::string& error = {});
   void emit(Sequence* s);
   // Appends a chosen token (penalty history, stop strings, limits); returns how the sequence
@@ -549,7 +552,8 @@ void Engine::Impl::step() {
   update_from_output(*out);
 }
 
-FinishReason Engine::Impl::verify(Sequence* s, const float* rows, double now, uint64_t& appended) {
+FinishReason Engine::Impl::verify(Sequence* s, const float* rows, double now, uint64_t& appended,
+                                  uint64_t& judged_total, uint64_t& accepted_total) {
   const auto V = static_cast<size_t>(model.config().n_vocab);
   const int n_draft = static_cast<int>(s->draft.size());
   const RejectionRule rule = cfg.spec.broken_rejection_for_tests
@@ -580,12 +584,8 @@ FinishReason Engine::Impl::verify(Sequence* s, const float* rows, double now, ui
   s->spec_proposed += judged;
   s->spec_accepted += accepted;
   s->spec_passes += 1;
-  {
-    std::lock_guard lk(mu);
-    stats.spec_proposed += static_cast<uint64_t>(judged);
-    stats.spec_accepted += static_cast<uint64_t>(accepted);
-    stats.spec_passes += 1;
-  }
+  judged_total += static_cast<uint64_t>(judged);
+  accepted_total += static_cast<uint64_t>(accepted);
   if (monitor.record(judged, accepted))
     log::warn(
         "speculative decoding: acceptance {:.0f}% over the last {} proposals is below {:.0f}%: "
@@ -603,7 +603,7 @@ FinishReason Engine::Impl::verify(Sequence* s, const float* rows, double now, ui
 void Engine::Impl::update_from_output(const StepOutput& out) {
   uint64_t prompt_done = 0;
   uint64_t sampled = 0;
-  uint64_t spec_emitted = 0;
+  uint64_t spec_emitted = 0, spec_judged = 0, spec_accepted = 0, spec_passes = 0;
   const double now = now_seconds();
   const auto V = static_cast<size_t>(model.config().n_vocab);
   reasons.assign(scheduled.size(), FinishReason::kNone);
@@ -612,8 +612,9 @@ void Engine::Impl::update_from_output(const StepOutput& out) {
     Sequence* s = scheduled[i].seq;
     if (work[i].logits == Logits::kAll) {
       uint64_t appended = 0;
-      reasons[i] =
-          verify(s, out.logits.data() + static_cast<size_t>(out.first_row[i]) * V, now, appended);
+      reasons[i] = verify(s, out.logits.data() + static_cast<size_t>(out.first_row[i]) * V, now,
+                          appended, spec_judged, spec_accepted);
+      ++spec_passes;
       sampled += appended;
       spec_emitted += appended;
       continue;
@@ -636,6 +637,9 @@ void Engine::Impl::update_from_output(const StepOutput& out) {
     stats.prompt_tokens += prompt_done;
     stats.generation_tokens += sampled;
     stats.spec_emitted += spec_emitted;
+    stats.spec_proposed += spec_judged;
+    stats.spec_accepted += spec_accepted;
+    stats.spec_passes += spec_passes;
     stats.padding_tokens += static_cast<uint64_t>(out.n_padding);
   }
   // 3. Outputs, and the proposer learns what was kept.
