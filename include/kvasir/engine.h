@@ -77,13 +77,47 @@ struct EngineConfig {
   SpecConfig spec;
 };
 
+// Embeddings: how the final-norm hidden states of a sequence's tokens (Model::forward's hidden
+// rows) become one vector. kNone (llama.cpp's pooling "none": one vector per token) cannot make one
+// vector; it exists for configuration (a GGUF's pooling_type, --pooling) and is refused in a
+// request. Names and parsing: engine/pooling.h.
+enum class Pooling { kNone, kMean, kCls, kLast };
+
+struct EmbeddingParams {
+  Pooling pooling = Pooling::kMean;  // kMean: mean of every token's row; kCls: the first token's
+                                     // (position 0); kLast: the last token's
+  bool normalize = true;             // divide by the L2 norm (a zero vector stays zero)
+  int dimensions = 0;  // > 0: keep only the first `dimensions` values (before normalizing); <= dim
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids (the server applies templates and tokenizes)
   SamplingParams params;
   std::string api_key;     // for accounting only
   bool detokenize = true;  // produce text (with stop strings) as well as tokens
   bool strip_leading_space = false;
+  // Control tokens' text appears in the output text (tool-call markers such as [TOOL_CALLS] or
+  // <|python_tag|> are control tokens in their vocabularies); end-of-generation tokens never do.
+  bool render_special = false;
   bool speculative = true;  // false: this request decodes plainly even when the engine speculates
+  // Constrained decoding (grammar/): a GBNF grammar (llama.cpp's dialect, start rule `root`) the
+  // output must follow. Before each sample the tokens the grammar does not admit next are removed
+  // (as a logit_bias of -inf would: processed logprobs see the mask, raw ones do not); an
+  // end-of-generation token is admitted only where the grammar is complete, and the request
+  // finishes (stop) as soon as the grammar is complete and admits nothing more. Empty: none.
+  // submit() throws kvasir::Error for a grammar that does not parse. Constrained requests do not
+  // speculate. Compiled grammars and their token-mask caches are shared by requests with the same
+  // text (the engine keeps the most recent ones).
+  std::string grammar;
+  // Embeddings: when set, the request only computes its prompt (prefill, chunked and batched with
+  // other work; the prompt may fill the whole context) and finishes (stop) with
+  // RequestOutput::embedding; nothing is sampled, no token is generated, `params`, `grammar` and
+  // the text options are unused. Its K/V are neither taken from nor given to the prefix cache
+  // (every token's hidden state is computed; the blocks are freed when it finishes). The vector
+  // does not depend on the batch, the chunking or preemptions: rows are pooled in position order,
+  // and the mean is a double-precision sum in that order. submit() throws kvasir::Error for
+  // pooling kNone or dimensions outside [0, dim].
+  std::optional<EmbeddingParams> embedding;
 };
 
 struct TokenInfo {
@@ -99,6 +133,8 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // set when the engine had to fail the request
+  // Embedding requests: the pooled vector, on the final output (finish reason stop).
+  std::vector<float> embedding;
   // Usage, cumulative; complete on the final output.
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
@@ -145,6 +181,11 @@ struct EngineStats {
   uint64_t spec_warnings = 0;
   uint64_t spec_probes = 0;
   int spec_k = 0;
+  // Constrained decoding: token masks computed (cache misses: one walk of the vocabulary trie)
+  // and served from a grammar's mask cache, and the time spent computing and applying masks.
+  uint64_t grammar_masks_computed = 0;
+  uint64_t grammar_mask_cache_hits = 0;
+  double grammar_seconds = 0;
 };
 
 class Engine {

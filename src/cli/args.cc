@@ -25,7 +25,7 @@ struct ForeignFlag {
   std::string_view names, shown, hint;
 };
 
-constexpr std::array<ForeignFlag, 32> kForeignFlags = {{
+constexpr std::array<ForeignFlag, 34> kForeignFlags = {{
     {"-ngl --gpu-layers --n-gpu-layers -ngld --gpu-layers-draft --n-gpu-layers-draft",
      "-ngl/--n-gpu-layers", "no GPU offload in this build (CPU only); drop the flag"},
     {"-fa --flash-attn", "-fa/--flash-attn", "attention is always flash-style here; drop the flag"},
@@ -83,8 +83,11 @@ constexpr std::array<ForeignFlag, 32> kForeignFlags = {{
     {"--rope-freq-base --rope-freq-scale --rope-scale --rope-scaling --yarn-orig-ctx "
      "--yarn-ext-factor --yarn-attn-factor",
      "", "RoPE settings come from the GGUF metadata"},
-    {"--embedding --embeddings --rerank --reranking --pooling", "",
-     "no embedding or reranking endpoints; drop the flag"},
+    {"--embedding --embeddings", "",
+     "kvasir serve always serves /v1/embeddings beside the completion routes (choose the pooling "
+     "with --pooling mean|cls|last); drop the flag"},
+    {"--pooling", "", "only kvasir serve pools embeddings (for its /v1/embeddings)"},
+    {"--rerank --reranking", "", "no reranking endpoint; drop the flag"},
     {"--lora --lora-scaled --control-vector -mm --mmproj", "",
      "no LoRA adapters, control vectors or multimodal projectors"},
     {"--numa -C --cpu-mask -Cr --cpu-range --prio --poll", "",

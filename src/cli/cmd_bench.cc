@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "kvasir/bench/grammar_bench.h"
 #include "kvasir/bench/model_bench.h"
 #include "kvasir/bench/serve_bench.h"
 #include "kvasir/bench/spec_bench.h"
@@ -246,6 +247,78 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
   };
 }
 
+Runner add_bench_grammar(CLI::App& bench_cmd) {
+  auto* cmd = bench_cmd.add_subcommand(
+      "grammar", "Constrained decoding: decode-step time with and without a grammar");
+  struct Opts {
+    std::string model, grammar_file;
+    bool json = false;
+    bench::GrammarBenchOptions b;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  cmd->add_option("--grammar-file", o->grammar_file,
+                  "GBNF grammar (default: a JSON object with unbounded strings)");
+  cmd->add_option("--batch", o->b.batch, "Concurrent requests (default 16)");
+  cmd->add_option("-n", o->b.n, "Tokens per request (default 64)");
+  cmd->add_option("--prompt", o->b.prompt, "Prompt tokens per request (default 16)");
+  cmd->add_option("--reps", o->b.reps, "Repetitions, plain and constrained alternated (default 3)");
+  cmd->add_option("-t,--threads", o->b.threads, "Threads (default: all cores)");
+  cmd->add_flag("--json", o->json, "One JSON object with every figure");
+  return [o]() {
+    check_model_path(o->model, "model");
+    if (!o->grammar_file.empty()) o->b.grammar = read_input_file(o->grammar_file, "--grammar-file");
+    auto model = Model::load(o->model);
+    const Tokenizer tok = Tokenizer::from_gguf(model->file());
+    const bench::GrammarBenchResult r = bench::run_grammar_bench(*model, tok, o->b);
+    ThreadPool probe(o->b.threads);
+    auto sum = [](const bench::Summary& x) {
+      return nlohmann::json{{"median", x.median}, {"min", x.min}, {"max", x.max}};
+    };
+    if (o->json) {
+      nlohmann::json j = {{"name", "grammar"},
+                          {"model", o->model},
+                          {"dtype", std::string(dtype_name(model->weight_type()))},
+                          {"n_vocab", tok.n_vocab()},
+                          {"threads", probe.size()},
+                          {"batch", o->b.batch},
+                          {"n", o->b.n},
+                          {"plain_step_s", sum(r.plain_step_s)},
+                          {"constrained_step_s", sum(r.constrained_step_s)},
+                          {"overhead", sum(r.overhead)},
+                          {"mask_share", sum(r.mask_share)},
+                          {"masks_computed", r.masks_computed},
+                          {"mask_cache_hits", r.mask_cache_hits},
+                          {"mean_batch", r.mean_batch},
+                          {"counted_steps", r.counted_steps}};
+      fmt::print("{}\n", j.dump());
+      return 0;
+    }
+    fmt::print(
+        "kvasir bench grammar: {} ({}, vocabulary {}), batch {}, {} tokens, {} threads, "
+        "{} reps\n",
+        o->model, dtype_name(model->weight_type()), tok.n_vocab(), o->b.batch, o->b.n, probe.size(),
+        o->b.reps);
+    auto row = [](const char* name, const bench::Summary& x, const char* unit, double scale) {
+      fmt::print("{:<24} {:>10.3f} {:>10.3f} {:>10.3f}  {}\n", name, x.median * scale,
+                 x.min * scale, x.max * scale, unit);
+    };
+    fmt::print("{:<24} {:>10} {:>10} {:>10}\n", "figure", "median", "min", "max");
+    row("plain decode step", r.plain_step_s, "ms", 1e3);
+    row("constrained decode step", r.constrained_step_s, "ms", 1e3);
+    row("overhead", r.overhead, "% of a plain step", 1e2);
+    row("engine mask time", r.mask_share, "% of a plain step", 1e2);
+    fmt::print(
+        "{:<24} {:>10} computed, {} from the cache ({:.1f}% hits)\n", "masks", r.masks_computed,
+        r.mask_cache_hits,
+        100.0 * static_cast<double>(r.mask_cache_hits) /
+            static_cast<double>(std::max<uint64_t>(1, r.masks_computed + r.mask_cache_hits)));
+    fmt::print("{:<24} {:>10.1f}  ({} constrained steps counted)\n", "mean batch", r.mean_batch,
+               r.counted_steps);
+    return 0;
+  };
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
@@ -281,9 +354,12 @@ Runner add_bench(CLI::App& app) {
   auto* serve_cmd = cmd->get_subcommand("serve");
   Runner spec = add_bench_spec(*cmd);
   auto* spec_cmd = cmd->get_subcommand("spec");
-  return [o, serve, serve_cmd, spec, spec_cmd]() {
+  Runner grammar = add_bench_grammar(*cmd);
+  auto* grammar_cmd = cmd->get_subcommand("grammar");
+  return [o, serve, serve_cmd, spec, spec_cmd, grammar, grammar_cmd]() {
     if (serve_cmd->parsed()) return serve();
     if (spec_cmd->parsed()) return spec();
+    if (grammar_cmd->parsed()) return grammar();
     o->b.batches = parse_batches(o->batches);
     const KVCacheType kvt = resolve_kv_type(o->kvt);
     o->b.kv_type = kvt;

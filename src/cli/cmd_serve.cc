@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "common.h"
 #include "kvasir/engine.h"
 #include "kvasir/engine/memory_plan.h"
+#include "kvasir/engine/pooling.h"
 #include "kvasir/model/model.h"
 #include "kvasir/server/http_server.h"
 #include "kvasir/tokenizer/tokenizer.h"
@@ -34,8 +36,8 @@ Runner add_serve(CLI::App& app) {
     KVTypeOptions kvt;
     SpecOptions spec;
     std::string model, host = "127.0.0.1", memory, api_key_file, model_name, chat_template,
-                       max_body = "32MiB", ssl_cert_file, ssl_key_file, log_format = "text",
-                       log_level = "info";
+                       tool_call_parser, max_body = "32MiB", ssl_cert_file, ssl_key_file,
+                       log_format = "text", log_level = "info", pooling;
     int port = 8080, max_seqs = 64, max_batched_tokens = 512, ctx = 0, max_queue = 256, threads = 0,
         http_threads = 0;
     bool static_batching = false, static_no_padding = false, no_prefix_caching = false,
@@ -76,6 +78,14 @@ Runner add_serve(CLI::App& app) {
                   "Jinja chat template: a file, or a built-in name (" +
                       chat::builtin_template_names() +
                       "); a file of that name wins (default: the GGUF's tokenizer.chat_template)");
+  cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                  "How the model writes tool calls: hermes, llama3, mistral, mistral-v11, granite, "
+                  "deepseek or none (refuses tool calls) (default: detected from the chat "
+                  "template)");
+  cmd->add_option("--pooling", o->pooling,
+                  "How /v1/embeddings pools an input's final hidden states into its vector: mean, "
+                  "cls (the first token's), last (the last token's) or none (refuses the endpoint) "
+                  "(default: the GGUF's <arch>.pooling_type, else mean)");
   cmd->add_option("--max-queue", o->max_queue,
                   "Waiting requests before answering 429 (default 256; 0: no limit)");
   cmd->add_flag("--static-batching", o->static_batching,
@@ -127,6 +137,9 @@ Runner add_serve(CLI::App& app) {
     const KVCacheType kvt = resolve_kv_type(o->kvt);
     SpecConfig spec = resolve_spec(o->spec);
     if (o->port < 0 || o->port > 65535) fail("--port: expected 0..65535, got {}", o->port);
+    std::optional<Pooling> pooling;
+    if (!o->pooling.empty() && !(pooling = parse_pooling(o->pooling)))
+      fail("--pooling: expected mean, cls, last or none, got '{}'", o->pooling);
     if (o->static_no_padding && !o->static_batching)
       fail("--static-no-padding only applies with --static-batching");
     if (o->ssl_cert_file.empty() != o->ssl_key_file.empty())
@@ -240,6 +253,19 @@ Runner add_serve(CLI::App& app) {
       sc.chat_template = model->file().get_string("tokenizer.chat_template", "");
       if (!sc.chat_template.empty()) template_label = "the GGUF's";
     }
+    sc.tool_call_parser = o->tool_call_parser;
+    if (!pooling) {
+      if (mc.pooling_type < 0) {
+        pooling = Pooling::kMean;
+      } else if (!(pooling = pooling_from_gguf(mc.pooling_type))) {
+        log::warn(
+            "{}: {}.pooling_type = {} ({}) is not supported: /v1/embeddings pools with mean; "
+            "choose with --pooling",
+            o->model, mc.arch, mc.pooling_type, mc.pooling_type == 4 ? "rank" : "unknown");
+        pooling = Pooling::kMean;
+      }
+    }
+    sc.embedding_pooling = *pooling;
     sc.api_keys = std::move(api_keys);
     sc.prices.input = o->price_input;
     sc.prices.output = o->price_output;
@@ -283,6 +309,7 @@ Runner add_serve(CLI::App& app) {
                 {"max_seqs", ec.max_seqs},
                 {"api_keys", static_cast<int64_t>(sc.api_keys.size())},
                 {"chat_template", template_label},
+                {"pooling", pooling_name(sc.embedding_pooling)},
                 {"backend", mi.backend},
                 {"version", mi.version}});
 

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "kvasir/format/gguf.h"
 #include "kvasir/model/synth.h"
 #include "kvasir/util/error.h"
 
@@ -49,10 +50,13 @@ Runner add_synth(CLI::App& app) {
     std::string shape, dtype = "f16", out, vocab;
     uint64_t seed = 1;
     int layers = 0;
-    bool no_vocab = false;
+    bool no_vocab = false, resize_vocab = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--shape", o->shape, "llama-tiny (tests: 256-wide, 4 layers) | llama-110m | tinyllama-1.1b | llama3-8b")->required();
+  cmd->add_option(
+         "--shape", o->shape,
+         "llama-tiny (tests: 256-wide, 4 layers) | llama-110m | tinyllama-1.1b | llama3-8b")
+      ->required();
   cmd->add_option("--dtype", o->dtype, "f32 | f16 | bf16 | q8_0 | q4_0");
   cmd->add_option("-o,--output", o->out, "Output GGUF")->required();
   cmd->add_option("--vocab", o->vocab,
@@ -60,6 +64,10 @@ Runner add_synth(CLI::App& app) {
                   "shapes: ggml-vocab-llama-spm.gguf in $KVASIR_MODELS/vocab or in a "
                   "shared/models/vocab beside a folder above the working directory or the "
                   "binary)");
+  cmd->add_flag("--resize-vocab", o->resize_vocab,
+                "Give the model as many embedding and output rows as --vocab has tokens (e.g. "
+                "llama-110m with a 102k vocabulary) instead of refusing a vocabulary of another "
+                "size");
   cmd->add_flag("--no-vocab", o->no_vocab,
                 "Write the weights without a tokenizer (only kvasir bench can run the file)");
   cmd->add_option("--seed", o->seed, "Random seed");
@@ -79,6 +87,13 @@ Runner add_synth(CLI::App& app) {
     s.seed = o->seed;
     if (o->no_vocab && !o->vocab.empty()) fail("--no-vocab and --vocab exclude each other");
     if (!o->vocab.empty()) check_input_file(o->vocab, "vocabulary");
+    if (o->resize_vocab) {
+      if (o->vocab.empty()) fail("--resize-vocab needs --vocab");
+      const gguf::GGUFFile vf(o->vocab);
+      const gguf::Value* toks = vf.find("tokenizer.ggml.tokens");
+      if (!toks) fail("{}: no tokenizer.ggml.tokens: not a vocabulary GGUF", o->vocab);
+      s.n_vocab = static_cast<int32_t>(toks->as_array().items.size());
+    }
     if (o->vocab.empty() && !o->no_vocab) {
       std::string searched;
       if (s.n_vocab == 32000) {

@@ -375,7 +375,7 @@ TEST(OpenAIRequest, UnknownFieldsAreRefusedByName) {
                                            "echo": true})"));
       },
       "echo");
-  // tool_choice: only "auto" (tool calls are not parsed out of the answer).
+  // tool_choice "required" without tools (structured_request_test.cc has the rest).
   expect_bad(
       [] {
         parse_chat_request(J(R"({"messages": [{"role": "user", "content": "x"}],

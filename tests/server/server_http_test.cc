@@ -183,6 +183,12 @@ TEST_F(ServerHttp, ChatTemplateGetsToolsAndRaises) {
   with_tools["tools"] =
       Json::array({{{"type", "function"},
                     {"function", {{"name", "get_weather"}, {"parameters", Json::object()}}}}});
+  // This template renders tools but writes calls in no form the server parses: asking for calls
+  // is refused (as vLLM without a tool-call parser), tool_choice "none" renders them.
+  HttpResult refused = post(port(), "/v1/chat/completions", with_tools);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json["error"]["param"], "tools");
+  with_tools["tool_choice"] = "none";
   HttpResult tools = post(port(), "/v1/chat/completions", with_tools);
   ASSERT_EQ(tools.status, 200) << tools.body;
   // Jinja's tojson separates with ", " and ": ".

@@ -7,14 +7,18 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <list>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "kvasir/engine/draft_proposer.h"
 #include "kvasir/engine/model_runner.h"
+#include "kvasir/engine/pooling.h"
 #include "kvasir/engine/scheduler.h"
 #include "kvasir/engine/sequence.h"
+#include "kvasir/grammar/grammar.h"
+#include "kvasir/grammar/token_matcher.h"
 #include "kvasir/model/model.h"
 #include "kvasir/spec/acceptance_monitor.h"
 #include "kvasir/spec/k_controller.h"
@@ -38,6 +42,31 @@ namespace {
 // the interval of the last warning are counted and reported with the next one, not logged each.
 constexpr double kKvWarnIntervalS = 30.0;
 constexpr double kKvWarnHysteresis = 0.9;
+
+// Compiled grammars kept for reuse (with their token-mask caches) by requests with the same text,
+// and the memory each one's mask cache may hold (a mask is n_vocab / 8 bytes: 2048 masks at a 32k
+// vocabulary, 512 at 128k). With each grammar's matching memo (at most 32 MiB, token_matcher.h),
+// the cached grammars hold at most 8 x 40 MiB however hostile the grammars; typical JSON schemas
+// need a few hundred masks.
+constexpr size_t kGrammarCacheEntries = 8;
+constexpr size_t kMaskCacheBytes = size_t{8} << 20;
+
+// The vocabulary as constrained decoding sees it: each token's bytes as the detokenizer gives
+// them; control and unknown tokens (and tokens with no bytes) are never admitted inside a
+// grammar; end-of-generation tokens are admitted where the grammar is complete.
+std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_of(const Tokenizer& tok) {
+  const int32_t n = tok.n_vocab();
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  std::vector<bool> never(static_cast<size_t>(n));
+  for (int32_t t = 0; t < n; ++t) {
+    pieces[static_cast<size_t>(t)] = tok.token_to_piece(t, /*render_special=*/false);
+    const uint32_t a = tok.token_attr(t);
+    never[static_cast<size_t>(t)] = (a & (token_attr::kControl | token_attr::kUnknown)) != 0 ||
+                                    pieces[static_cast<size_t>(t)].empty();
+  }
+  return std::make_shared<const grammar::GrammarVocab>(std::move(pieces), std::move(never),
+                                                       tok.eog_ids());
+}
 
 }  // namespace
 
@@ -101,6 +130,15 @@ struct Engine::Impl {
   std::vector<uint64_t> done;          // finished in this step's update
   std::vector<FinishReason> reasons;   // per scheduled sequence: how this step ended it
 
+  // Constrained decoding: the vocabulary trie (built on the first constrained request) and the
+  // most recently used compiled grammars, most recent first (both guarded by grammar_mu).
+  std::mutex grammar_mu;
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
+  std::list<std::pair<std::string, std::shared_ptr<grammar::ConstrainedGrammar>>> grammars;
+  // This step's mask work (engine thread), counted into stats under the step's one lock.
+  uint64_t step_masks_computed = 0, step_mask_hits = 0;
+  double step_grammar_seconds = 0;
+
   // Speculative decoding (proposer null: off).
   std::shared_ptr<Proposer> proposer;
   AcceptanceMonitor monitor;
@@ -154,6 +192,7 @@ struct Engine::Impl {
       o.max_logit_rows = static_cast<int>(
           std::min<int64_t>(c.max_batched_tokens, int64_t{c.max_seqs} * (spec_k_max(c.spec) + 1)));
     o.max_logit_rows = std::max(o.max_logit_rows, c.max_seqs);
+    o.max_hidden_rows = c.max_batched_tokens;  // embeddings: at most every token of a step
     o.static_padding = c.static_batching && c.static_padding;
     o.max_seqs = c.max_seqs;
     o.max_positions = max_len;
@@ -171,6 +210,10 @@ struct Engine::Impl {
   FinishReason verify(Sequence* s, const float* rows, double now, uint64_t& appended,
                       uint64_t& judged_total, uint64_t& accepted_total);
   void finish(Sequence* s, FinishReason r, const std::string& error = {});
+  // The compiled grammar for `text` (from the cache, or parsed now: throws kvasir::Error).
+  std::shared_ptr<grammar::ConstrainedGrammar> compiled_grammar(const std::string& text);
+  // The allowed-token mask of a constrained sequence about to sample (engine thread).
+  const uint64_t* grammar_mask(Sequence* s);
   void emit(Sequence* s);
   // Appends a chosen token (penalty history, stop strings, limits); returns how the sequence
   // ended, kNone if it goes on. Emits nothing: the step's update does, once per sequence.
@@ -242,11 +285,20 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   for (int32_t t : req.prompt)
     if (t < 0 || t >= n_vocab)
       fail("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
-  if (n_prompt >= I.max_len)
+  if (req.embedding) {
+    // An embedding computes its prompt only: the prompt may fill the context.
+    if (n_prompt > I.max_len)
+      fail("the input has {} tokens, but the context is {} tokens", n_prompt, I.max_len);
+    req.params = SamplingParams{};
+    req.grammar.clear();
+    req.detokenize = false;
+    req.speculative = false;
+  } else if (n_prompt >= I.max_len) {
     fail(
         "the prompt has {} tokens, but the context is {} tokens (at least one must remain for "
         "the completion)",
         n_prompt, I.max_len);
+  }
   if (auto err = req.params.validate(n_vocab)) fail("{}", *err);
   int max_tokens = req.params.max_tokens;
   if (max_tokens < 0) {
@@ -255,6 +307,7 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
     fail("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", n_prompt,
          max_tokens, I.max_len);
   }
+  if (req.embedding) max_tokens = 0;
   auto s = std::make_unique<Sequence>();
   s->sink = std::move(sink);
   s->tokens = req.prompt;
@@ -263,9 +316,16 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   s->max_tokens = max_tokens;
   s->sampler = std::make_unique<Sampler>(req.params, n_vocab);
   s->sampler->accept_prompt(req.prompt);
+  if (req.embedding)
+    s->pooler = std::make_unique<Pooler>(*req.embedding, I.model.config().dim, n_prompt);
+  if (!req.grammar.empty()) {
+    s->grammar = I.compiled_grammar(req.grammar);
+    req.speculative = false;
+  }
   if (req.detokenize) {
     IncrementalDetokenizer::Options o;
     o.strip_leading_space = req.strip_leading_space;
+    o.render_special = req.render_special;
     s->detok = std::make_unique<IncrementalDetokenizer>(I.tok, o);
     s->stop = std::make_unique<StopMatcher>(req.params.stop);
   }
@@ -309,6 +369,39 @@ void Engine::wait_idle() {
       lk, [&] { return impl_->incoming.empty() && impl_->aborts.empty() && !impl_->busy; });
 }
 
+std::shared_ptr<grammar::ConstrainedGrammar> Engine::Impl::compiled_grammar(
+    const std::string& text) {
+  {
+    std::lock_guard lk(grammar_mu);
+    for (auto it = grammars.begin(); it != grammars.end(); ++it) {
+      if (it->first != text) continue;
+      grammars.splice(grammars.begin(), grammars, it);
+      return it->second;
+    }
+  }
+  // Parsed outside the lock (a large grammar takes a while); a race only compiles twice.
+  std::shared_ptr<const grammar::Grammar> g = grammar::parse_gbnf(text);
+  std::lock_guard lk(grammar_mu);
+  if (!grammar_vocab) grammar_vocab = grammar_vocab_of(tok);
+  const size_t mask_bytes = (static_cast<size_t>(grammar_vocab->n_vocab()) + 63) / 64 * 8;
+  auto cg = std::make_shared<grammar::ConstrainedGrammar>(
+      std::move(g), grammar_vocab, std::max<size_t>(64, kMaskCacheBytes / mask_bytes));
+  grammars.emplace_front(text, cg);
+  if (grammars.size() > kGrammarCacheEntries) grammars.pop_back();
+  return cg;
+}
+
+const uint64_t* Engine::Impl::grammar_mask(Sequence* s) {
+  const double t0 = now_seconds();
+  const grammar::MaskCacheStats before = s->grammar->cache_stats();
+  const grammar::TokenMask& m = s->matcher->allowed();
+  const grammar::MaskCacheStats after = s->grammar->cache_stats();
+  step_masks_computed += after.misses - before.misses;
+  step_mask_hits += after.hits - before.hits;
+  step_grammar_seconds += now_seconds() - t0;
+  return m.bits.data();
+}
+
 void Engine::Impl::emit(Sequence* s) {
   RequestOutput& o = s->pending;
   if (o.tokens.empty() && o.text.empty() && !o.finished) return;
@@ -339,7 +432,7 @@ void Engine::Impl::finish(Sequence* s, FinishReason r, const std::string& error)
   }
   s->pending.finished = true;
   s->pending.finish_reason = r;
-  s->pending.error = error;
+  if (!error.empty()) s->pending.error = error;
   sched.remove(s);
   if (proposer) proposer->release(s->id);
   s->draft.clear();
@@ -359,13 +452,26 @@ FinishReason Engine::Impl::append_token(Sequence* s, const SampleResult& sr, dou
     for (const auto& lp : sr.top_logprobs) ti.top_logprobs.emplace_back(lp.token, lp.logprob);
   }
   s->pending.tokens.push_back(std::move(ti));
-  const bool eos = s->req.params.stops_on_token(t, tok.eog_ids());
+  bool grammar_done = false;
+  if (s->matcher) {
+    // The mask let only admitted tokens through, so this cannot fail unless the sampler had no
+    // admitted token to choose (every admitted logit NaN): end the request rather than go on
+    // outside the grammar.
+    if (!s->matcher->accept(t)) {
+      s->pending.error = fmt::format("token {} is outside the request's grammar", t);
+      return FinishReason::kAbort;
+    }
+    grammar_done =
+        s->matcher->finished() || (s->matcher->is_complete() && !s->matcher->can_continue());
+  }
+  const bool eos =
+      s->req.params.stops_on_token(t, tok.eog_ids()) || (s->matcher && s->matcher->finished());
   if (s->detok && !eos) {
     auto res = s->stop->push(s->detok->push(t));
     s->pending.text.append(res.text);
     if (res.stopped()) return FinishReason::kStop;
   }
-  if (eos) return FinishReason::kStop;
+  if (eos || grammar_done) return FinishReason::kStop;
   if (s->n_generated() >= s->max_tokens || static_cast<int>(s->tokens.size()) >= max_len)
     return FinishReason::kLength;
   return FinishReason::kNone;
@@ -446,7 +552,8 @@ void Engine::Impl::propose() {
   int64_t k_total = 0;
   for (Sequence* s : sched.running()) {
     // Decoding: only the last (sampled) token lacks K/V.
-    if (!s->req.speculative || s->n_generated() == 0 || s->n_uncomputed() != 1) continue;
+    if (!s->req.speculative || s->matcher || s->n_generated() == 0 || s->n_uncomputed() != 1)
+      continue;
     // No draft past max_tokens (the verification adds one token of its own) or the context.
     const int k = std::min({k_step, s->max_tokens - s->n_generated() - 1,
                             max_len - static_cast<int>(s->tokens.size())});
@@ -525,6 +632,14 @@ void Engine::Impl::step() {
                                                              static_cast<size_t>(ss.n_new));
       w.logits = samples ? Logits::kLast : Logits::kNone;
       w.sampler = samples ? s->sampler.get() : nullptr;
+      if (samples && s->matcher) w.allowed = grammar_mask(s);
+      if (s->pooler) {  // an embedding: hidden rows instead of logits
+        w.logits = Logits::kNone;
+        w.sampler = nullptr;
+        const auto [begin, end] = s->pooler->rows_wanted(w.start, ss.n_new);
+        w.hidden_begin = begin;
+        w.hidden_end = end;
+      }
     }
     all_decode = all_decode && s->n_uncomputed() == 1;
     n_tokens += static_cast<int64_t>(w.tokens.size());
@@ -621,9 +736,27 @@ void Engine::Impl::update_from_output(const StepOutput& out) {
     }
     const int before = s->num_computed;
     s->num_computed += scheduled[i].n_new;
-    kv.cache_full_blocks(s->kv, s->tokens, s->num_computed);
+    if (!s->pooler) kv.cache_full_blocks(s->kv, s->tokens, s->num_computed);
     if (before < s->n_prompt)
       prompt_done += static_cast<uint64_t>(std::min(s->num_computed, s->n_prompt) - before);
+    if (s->pooler) {
+      // An embedding pools this chunk's hidden rows and finishes with its last token.
+      try {
+        const float* rows = out.first_hidden[i] >= 0
+                                ? out.hidden.data() + static_cast<size_t>(out.first_hidden[i]) *
+                                                          static_cast<size_t>(model.config().dim)
+                                : nullptr;
+        s->pooler->add(before, scheduled[i].n_new, rows);
+        if (s->pooler->complete()) {
+          s->pending.embedding = s->pooler->finish();
+          reasons[i] = FinishReason::kStop;
+        }
+      } catch (const std::exception& e) {
+        s->pending.error = e.what();
+        reasons[i] = FinishReason::kAbort;
+      }
+      continue;
+    }
     if (out.samples[i].token >= 0) {
       ++sampled;
       reasons[i] = append_token(s, out.samples[i], now);
@@ -641,7 +774,12 @@ void Engine::Impl::update_from_output(const StepOutput& out) {
     stats.spec_accepted += spec_accepted;
     stats.spec_passes += spec_passes;
     stats.padding_tokens += static_cast<uint64_t>(out.n_padding);
+    stats.grammar_masks_computed += step_masks_computed;
+    stats.grammar_mask_cache_hits += step_mask_hits;
+    stats.grammar_seconds += step_grammar_seconds;
   }
+  step_masks_computed = step_mask_hits = 0;
+  step_grammar_seconds = 0;
   // 3. Outputs, and the proposer learns what was kept.
   done.clear();
   for (size_t i = 0; i < scheduled.size(); ++i) {
@@ -676,6 +814,7 @@ void Engine::Impl::loop() {
     }
     for (auto& s : fresh) {
       Sequence* p = s.get();
+      if (p->grammar) p->matcher = std::make_unique<grammar::GrammarMatcher>(p->grammar);
       live.emplace(p->id, std::move(s));
       sched.add(p);
     }

@@ -14,6 +14,8 @@ const ModelRunnerOptions& validated(const ModelRunnerOptions& o) {
   if (o.max_tokens <= 0) fail("model runner: max_tokens must be positive, got {}", o.max_tokens);
   if (o.max_logit_rows <= 0)
     fail("model runner: max_logit_rows must be positive, got {}", o.max_logit_rows);
+  if (o.max_hidden_rows < 0)
+    fail("model runner: max_hidden_rows must not be negative, got {}", o.max_hidden_rows);
   if (o.static_padding && (o.max_seqs <= 0 || o.max_positions <= 0))
     fail("model runner: static padding needs max_seqs and max_positions (got {} and {})",
          o.max_seqs, o.max_positions);
@@ -45,8 +47,12 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool, const ModelRunner
       // Static padding writes one block of its own, after the caller's.
       kv_(model.kv_shape(opt_.kv_type, opt_.block_size),
           opt_.kv_blocks + (opt_.static_padding ? 1 : 0), *backend_),
-      state_(model, *backend_, opt_.max_tokens + padding_rows(opt_), opt_.max_logit_rows) {
+      state_(model, *backend_, opt_.max_tokens + padding_rows(opt_), opt_.max_logit_rows,
+             opt_.max_hidden_rows) {
   logits_.resize(static_cast<size_t>(opt_.max_logit_rows) * static_cast<size_t>(n_vocab()));
+  hidden_.resize(static_cast<size_t>(opt_.max_hidden_rows) *
+                 static_cast<size_t>(model.config().dim));
+  batch_.hidden_rows.reserve(static_cast<size_t>(opt_.max_hidden_rows));
   const auto cap = static_cast<size_t>(opt_.max_tokens + padding_rows(opt_));
   batch_.tokens.reserve(cap);
   batch_.positions.reserve(cap);
@@ -64,10 +70,12 @@ const StepOutput& ModelRunner::run(std::span<const SeqWork> work,
                                    std::span<const uint64_t> finished) {
   const int bs = opt_.block_size;
   out_.first_row.assign(work.size(), -1);
+  out_.first_hidden.assign(work.size(), -1);
   out_.samples.resize(work.size());
   out_.n_padding = 0;
   batch_.clear();
   int64_t n_rows = 0;
+  int64_t n_hidden = 0;
   for (size_t i = 0; i < work.size(); ++i) {
     const SeqWork& w = work[i];
     const auto n = static_cast<int64_t>(w.tokens.size());
@@ -87,27 +95,42 @@ const StepOutput& ModelRunner::run(std::span<const SeqWork> work,
     if (rows > 0) out_.first_row[i] = static_cast<int32_t>(n_rows);
     n_rows += rows;
     const int32_t si = batch_.add_seq(*w.blocks);
+    const auto first_token = static_cast<int32_t>(batch_.n_tokens());
     for (int64_t j = 0; j < n; ++j) {
       const bool want = w.logits == Logits::kAll || (w.logits == Logits::kLast && j == n - 1);
       batch_.add_token(w.tokens[static_cast<size_t>(j)], w.start + static_cast<int32_t>(j), si, bs,
                        want);
+    }
+    if (w.hidden_end != w.hidden_begin) {
+      if (w.hidden_begin < 0 || w.hidden_end < w.hidden_begin || w.hidden_end > n)
+        fail("model runner: sequence {} asks for the hidden rows of tokens {}..{} of {}", w.id,
+             w.hidden_begin, w.hidden_end - 1, n);
+      if (n_hidden + (w.hidden_end - w.hidden_begin) > opt_.max_hidden_rows)
+        fail("model runner: the step asks for more than {} hidden rows", opt_.max_hidden_rows);
+      out_.first_hidden[i] = static_cast<int32_t>(n_hidden);
+      n_hidden += w.hidden_end - w.hidden_begin;
+      for (int j = w.hidden_begin; j < w.hidden_end; ++j)
+        batch_.hidden_rows.push_back(first_token + j);
     }
   }
   if (opt_.static_padding) {
     track_static_batch(work, finished);
     add_padding_rows();
   }
-  model_.forward(batch_, kv_, state_, logits_.data());
+  model_.forward(batch_, kv_, state_, logits_.data(), hidden_.data());
 
   const auto V = static_cast<size_t>(n_vocab());
   out_.logits = std::span<const float>(logits_.data(), static_cast<size_t>(n_rows) * V);
+  out_.hidden = std::span<const float>(
+      hidden_.data(), static_cast<size_t>(n_hidden) * static_cast<size_t>(model_.config().dim));
   for (size_t i = 0; i < work.size(); ++i) {
     const SeqWork& w = work[i];
     if (!w.sampler) continue;
     const int64_t last = out_.first_row[i] + logit_rows_of(w) - 1;
     const float* row = logits_.data() + static_cast<size_t>(last) * V;
     SampleResult& sr = out_.samples[i];
-    sr.token = w.sampler->sample(row, static_cast<int32_t>(V), w.logprobs ? &sr : nullptr);
+    sr.token =
+        w.sampler->sample(row, static_cast<int32_t>(V), w.logprobs ? &sr : nullptr, w.allowed);
   }
   return out_;
 }

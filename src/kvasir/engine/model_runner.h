@@ -11,7 +11,9 @@
 // Work: each SeqWork computes tokens at positions start .. start + n - 1 of one sequence (a
 // prefill chunk, one decode token, or later K+1 verification tokens) whose block table already
 // covers them, asks for the logits of its last token, of all its tokens, or none, and may name a
-// Sampler that draws a token from its last row. The step's logits rows come in work order.
+// Sampler that draws a token from its last row. The step's logits rows come in work order. A work
+// item may also ask for the final-norm hidden rows (Model::forward) of a range of its tokens
+// (embeddings); they come in work order too. Work that asks for none costs nothing extra.
 //
 // Static padding (comparison mode, ModelRunnerOptions::static_padding): the runner computes a
 // padded static batch. The sequences of the first step that holds a sequence it has not seen
@@ -43,8 +45,9 @@ struct ModelRunnerOptions {
   int64_t kv_blocks = 0;  // KV blocks the caller hands out
   int block_size = 16;
   KVCacheType kv_type{};
-  int max_tokens = 512;    // tokens per step (without padding rows)
-  int max_logit_rows = 1;  // logits rows per step
+  int max_tokens = 512;     // tokens per step (without padding rows)
+  int max_logit_rows = 1;   // logits rows per step
+  int max_hidden_rows = 0;  // final-norm hidden rows per step (embeddings; 0: none)
   bool static_padding = false;
   int max_seqs = 0;       // static padding: the most members a batch has
   int max_positions = 0;  // static padding: a padding row's last position + 1
@@ -58,14 +61,19 @@ struct SeqWork {
   int start = 0;                                 // position of tokens[0]
   const std::vector<int32_t>* blocks = nullptr;  // covers positions < start + tokens.size()
   Logits logits = Logits::kLast;
-  Sampler* sampler = nullptr;  // draws from the last row (logits must not be kNone)
-  bool logprobs = false;       // fill the sample's logprobs (StepOutput::samples)
+  Sampler* sampler = nullptr;         // draws from the last row (logits must not be kNone)
+  bool logprobs = false;              // fill the sample's logprobs (StepOutput::samples)
+  const uint64_t* allowed = nullptr;  // the sampler's allowed set (Sampler::sample); null: all
+  int hidden_begin = 0;  // tokens[hidden_begin, hidden_end): their final-norm hidden rows are
+  int hidden_end = 0;    // returned (StepOutput::hidden); empty: none
 };
 
 struct StepOutput {
   std::span<const float> logits;      // rows of n_vocab floats, work items in order
   std::vector<int32_t> first_row;     // per work item: its first logits row, -1 for none
   std::vector<SampleResult> samples;  // per work item: token -1 unless it had a sampler
+  std::span<const float> hidden;      // hidden rows of dim floats, work items in order
+  std::vector<int32_t> first_hidden;  // per work item: its first hidden row, -1 for none
   int64_t n_padding = 0;              // padding rows computed in this step
 };
 
@@ -77,9 +85,10 @@ class ModelRunner {
 
   // Builds one Batch from `work`, runs the model and samples. `finished` lists sequences that
   // ended since the previous step (static padding turns them into padding rows). Throws
-  // kvasir::Error, before the forward pass, for work that does not fit (more tokens or logits
-  // rows than the options allow, a block table that does not cover the positions, a sampler
-  // without logits); the output is valid until the next run().
+  // kvasir::Error, before the forward pass, for work that does not fit (more tokens, logits
+  // rows or hidden rows than the options allow, a block table that does not cover the positions,
+  // a sampler without logits, a hidden range outside the tokens); the output is valid until the
+  // next run().
   const StepOutput& run(std::span<const SeqWork> work, std::span<const uint64_t> finished = {});
 
   const Model& model() const { return model_; }
@@ -109,6 +118,7 @@ class ModelRunner {
   ForwardState state_;
   Batch batch_;
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // max_hidden_rows x dim
   StepOutput out_;
   // Static padding.
   std::vector<Member> members_;

@@ -71,7 +71,8 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
     Sequence* s = waiting_.front();
     const int total = static_cast<int>(s->tokens.size());
     int hit = 0;
-    if (kv_.prefix_caching()) {
+    // An embedding needs every token's hidden state: it computes its whole prompt.
+    if (kv_.prefix_caching() && !s->pooler) {
       // Keep at least one token to compute: its logits are the next prediction.
       hit = kv_.acquire_cached_prefix(s->tokens, (total - 1) / bs, s->kv);
       s->num_computed = hit;

@@ -7,9 +7,10 @@
 // recently admitted running sequence is preempted (recompute: its blocks are freed and it goes back
 // to the *front* of the waiting queue, to be resumed first, recomputing its K/V — batch-invariant
 // kernels make the recomputation bit-identical). Then waiting sequences are admitted in order
-// while the budget, max_seqs and the cache allow, each reusing its longest cached prefix. No new
-// sequence is admitted in a step that had to preempt, and admission keeps a small watermark of
-// free blocks so a new prompt does not immediately force a preemption.
+// while the budget, max_seqs and the cache allow, each reusing its longest cached prefix (except
+// an embedding request, Sequence::pooler: it needs every token's hidden state). No new sequence
+// is admitted in a step that had to preempt, and admission keeps a small watermark of free blocks
+// so a new prompt does not immediately force a preemption.
 // static_batching (kept for comparison only): new sequences join only when none is running.
 // Speculation: a running sequence with draft tokens (Sequence::draft) asks for them on top of its
 // uncomputed token; the budget and the cache may cut the draft short (the draft is truncated to

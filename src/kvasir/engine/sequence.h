@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "kvasir/engine.h"
+#include "kvasir/engine/pooling.h"
+#include "kvasir/grammar/token_matcher.h"
 #include "kvasir/kv/kv_cache_manager.h"
 #include "kvasir/sampling/sampler.h"
 #include "kvasir/sampling/stop_matcher.h"
@@ -24,14 +26,19 @@ struct Sequence {
   OutputSink sink;
   std::vector<int32_t> tokens;  // prompt + generated
   int n_prompt = 0;
-  int max_tokens = 0;           // generation limit (resolved against the context)
-  int num_computed = 0;         // leading tokens whose K/V are in the cache
+  int max_tokens = 0;    // generation limit (resolved against the context)
+  int num_computed = 0;  // leading tokens whose K/V are in the cache
   SeqBlocks kv;
   SeqStatus status = SeqStatus::kWaiting;
   std::unique_ptr<Sampler> sampler;
+  // Constrained decoding: the request's compiled grammar (set at submit) and this sequence's
+  // position in it (made on the engine thread, which alone touches the grammar's mask cache).
+  std::shared_ptr<grammar::ConstrainedGrammar> grammar;
+  std::unique_ptr<grammar::GrammarMatcher> matcher;
+  std::unique_ptr<Pooler> pooler;  // embedding requests only: pools the prompt's hidden rows
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopMatcher> stop;
-  int cached_tokens = 0;        // prompt tokens served from the prefix cache (first admission)
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache (first admission)
   bool admitted_once = false;
   double arrival = 0, first_scheduled = 0, first_token = 0;
   // Output accumulated during a step, flushed to the sink after it.

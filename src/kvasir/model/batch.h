@@ -2,11 +2,13 @@
 //
 // A flat list of tokens, each with its position, the sequence it belongs to and the KV slot its
 // key/value rows are written to (slot = block_id * block_size + offset), plus which tokens need
-// logits and every sequence's block table. Decode, chunked prefill, prefix-cache hits and
-// speculative verification are all just different Batches. The forward pass is a pure function
-// of (weights, Batch, KV storage): Model::forward is const, and what it writes besides the logits
-// (the ForwardState's scratch, the batch's own K/V slots) no later step reads except through the
-// KV storage. Batches are built in one place: engine/model_runner.h. Index arrays are host memory.
+// logits, which need their final hidden state (the final norm's output, for embeddings) and every
+// sequence's block table. Decode, chunked prefill, prefix-cache hits, speculative verification
+// and embeddings are all just different Batches. The forward pass is a pure function of (weights,
+// Batch, KV storage): Model::forward is const, and what it writes besides the logits and hidden
+// rows (the ForwardState's scratch, the batch's own K/V slots) no later step reads except through
+// the KV storage. Batches are built in one place: engine/model_runner.h. Index arrays are host
+// memory.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +21,11 @@ namespace kvasir {
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;
-  std::vector<int32_t> seq_index;   // per token: index into seqs
-  std::vector<int32_t> slots;       // per token: KV slot
-  std::vector<int32_t> logit_rows;  // tokens whose logits are returned, in output order
-  std::vector<AttentionSeq> seqs;   // block tables (not owned: they point at the caller's)
+  std::vector<int32_t> seq_index;    // per token: index into seqs
+  std::vector<int32_t> slots;        // per token: KV slot
+  std::vector<int32_t> logit_rows;   // tokens whose logits are returned, in output order
+  std::vector<int32_t> hidden_rows;  // tokens whose final-norm hidden state is returned, in order
+  std::vector<AttentionSeq> seqs;    // block tables (not owned: they point at the caller's)
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
 
@@ -32,6 +35,7 @@ struct Batch {
     seq_index.clear();
     slots.clear();
     logit_rows.clear();
+    hidden_rows.clear();
     seqs.clear();
   }
 

@@ -118,6 +118,9 @@ ModelConfig read_model_config(const gguf::GGUFFile& f) {
     fail("{}: {}rope.dimension_count {} must be even and at most the head dimension {}", f.path(),
          p, c.rope_dim, c.head_dim);
 
+  // Embeddings: llama.cpp's enum llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank).
+  c.pooling_type = read_int(f, p + "pooling_type", -1, 0);
+
   std::string scaling = f.get_string(p + "rope.scaling.type", "none");
   if (scaling == "none" || scaling.empty()) {
     c.rope_scaling = "none";

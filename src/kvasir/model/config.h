@@ -38,6 +38,9 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int rope_orig_ctx = 0;
+  // `<arch>.pooling_type` (llama.cpp's llama_pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank)
+  // for embeddings; -1 when the file has none (every plain llama-architecture GGUF).
+  int pooling_type = -1;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

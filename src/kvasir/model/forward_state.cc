@@ -6,14 +6,20 @@
 namespace kvasir {
 
 ForwardState::ForwardState(const Model& model, Backend& backend, int64_t max_tokens,
-                           int64_t max_logit_rows)
-    : model_(model), backend_(backend), max_tokens_(max_tokens), max_logit_rows_(max_logit_rows) {
+                           int64_t max_logit_rows, int64_t max_hidden_rows)
+    : model_(model),
+      backend_(backend),
+      max_tokens_(max_tokens),
+      max_logit_rows_(max_logit_rows),
+      max_hidden_rows_(max_hidden_rows) {
   if (backend.kind() != model.backend_kind())
     fail("forward state: the model's weights are in {} memory, not {}",
          backend_kind_name(model.backend_kind()), backend_kind_name(backend.kind()));
   if (max_tokens <= 0 || max_logit_rows <= 0)
     fail("forward state: sizes must be positive (max_tokens {}, max_logit_rows {})", max_tokens,
          max_logit_rows);
+  if (max_hidden_rows < 0)
+    fail("forward state: max_hidden_rows must not be negative, got {}", max_hidden_rows);
   const ModelConfig& c = model.config();
   x = buffer(max_tokens, c.dim, "the residual stream");
   h = buffer(max_tokens, c.dim, "the block inputs");
@@ -25,6 +31,9 @@ ForwardState::ForwardState(const Model& model, Backend& backend, int64_t max_tok
   up = buffer(max_tokens, c.ffn_dim, "the FFN up projection");
   hl = buffer(max_logit_rows, c.dim, "the output rows");
   logits = backend.shares_host_memory() ? nullptr : buffer(max_logit_rows, c.n_vocab, "logits");
+  hidden = backend.shares_host_memory() || max_hidden_rows == 0
+               ? nullptr
+               : buffer(max_hidden_rows, c.dim, "the hidden rows");
   scratch_ = backend.new_scratch();
 }
 

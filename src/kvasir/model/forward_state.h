@@ -3,8 +3,9 @@
 // its own ForwardState and two runners can share one Model.
 //
 // Every buffer is allocated once, at construction, in the backend's memory, for at most
-// max_tokens batch tokens and max_logit_rows rows of logits: a step never allocates. Row t of a
-// per-token buffer belongs to batch token t.
+// max_tokens batch tokens, max_logit_rows rows of logits and max_hidden_rows final hidden rows
+// (embeddings; 0: a batch may ask for none): a step never allocates. Row t of a per-token buffer
+// belongs to batch token t.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +22,9 @@ class MatmulObserver;
 class ForwardState {
  public:
   // Throws kvasir::Error if `backend` is not the kind the model's weights are in, or for sizes
-  // that are not positive.
-  ForwardState(const Model& model, Backend& backend, int64_t max_tokens, int64_t max_logit_rows);
+  // that are not positive (max_hidden_rows: negative).
+  ForwardState(const Model& model, Backend& backend, int64_t max_tokens, int64_t max_logit_rows,
+               int64_t max_hidden_rows = 0);
   ForwardState(const ForwardState&) = delete;
   ForwardState& operator=(const ForwardState&) = delete;
 
@@ -31,6 +33,7 @@ class ForwardState {
   BackendScratch& scratch() const { return *scratch_; }
   int64_t max_tokens() const { return max_tokens_; }
   int64_t max_logit_rows() const { return max_logit_rows_; }
+  int64_t max_hidden_rows() const { return max_hidden_rows_; }
   // Bytes of the named buffers.
   size_t bytes() const;
 
@@ -45,6 +48,8 @@ class ForwardState {
   float* hl;      // max_logit_rows x dim: final hidden rows of the tokens that want logits
   float* logits;  // max_logit_rows x n_vocab; only where the backend's memory is not the host's
                   // (null otherwise: the CPU writes logits straight to the caller's rows)
+  float* hidden;  // max_hidden_rows x dim: final-norm hidden rows, likewise only where the
+                  // backend's memory is not the host's (and max_hidden_rows > 0)
 
   // When set, forward() shows it every weight matmul's input (model/matmul_observer.h).
   MatmulObserver* matmul_observer = nullptr;
@@ -56,6 +61,7 @@ class ForwardState {
   Backend& backend_;
   int64_t max_tokens_;
   int64_t max_logit_rows_;
+  int64_t max_hidden_rows_;
   std::unique_ptr<BackendScratch> scratch_;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
 };

@@ -156,10 +156,12 @@ KVShape Model::kv_shape(KVCacheType kv_type, int block_size) const {
   return s;
 }
 
-void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float* logits) const {
+void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float* logits,
+                    float* hidden) const {
   const ModelConfig& c = config_;
   const int64_t n = b.n_tokens();
   const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
+  const int64_t n_hidden = static_cast<int64_t>(b.hidden_rows.size());
   if (n == 0) return;
   if (!output_) fail("forward: the model was loaded without its compute weights");
   if (&s.model() != this) fail("forward: the forward state was made for another model");
@@ -172,6 +174,15 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
     if (tok < 0 || tok >= c.n_vocab) fail("token id {} out of range [0, {})", tok, c.n_vocab);
   for (int32_t r : b.logit_rows)
     if (r < 0 || r >= n) fail("forward: logit row {} is not a token of the batch ({})", r, n);
+  if (n_hidden > 0) {
+    if (n_hidden > s.max_hidden_rows())
+      fail("forward: a batch of {} hidden rows exceeds the forward state ({} rows)", n_hidden,
+           s.max_hidden_rows());
+    if (hidden == nullptr)
+      fail("forward: the batch asks for hidden rows but has nowhere to put them");
+    for (int32_t r : b.hidden_rows)
+      if (r < 0 || r >= n) fail("forward: hidden row {} is not a token of the batch ({})", r, n);
+  }
   Backend& be = s.backend();
   BackendScratch& scratch = s.scratch();
 
@@ -225,6 +236,16 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
     const MatmulTarget down[] = {{L.w_down.get(), s.h}};
     be.matmul(s.gate, n, c.ffn_dim, down, scratch);
     be.add(s.x, s.h, n * c.dim);
+  }
+
+  // Final-norm hidden rows (embeddings) of the rows that asked for them: the same gather and norm
+  // as the logits' rows below, so a token's hidden row is what its logits are computed from.
+  if (n_hidden > 0) {
+    float* h = s.hidden != nullptr ? s.hidden : hidden;
+    be.gather_rows(s.x, b.hidden_rows, c.dim, h);
+    be.rms_norm(h, output_norm_, h, n_hidden, c.dim, c.rms_eps);
+    if (h != hidden)
+      be.copy_to_host(hidden, h, static_cast<size_t>(n_hidden) * c.dim * sizeof(float));
   }
 
   // Logits of the rows that asked for them.

@@ -10,8 +10,9 @@
 //
 // forward() reads like llama2.c's: embed → for each layer (RMSNorm → Q/K/V → RoPE → write K/V to
 // the paged cache → flash attention → output projection → residual → RMSNorm → SwiGLU FFN →
-// residual) → final norm → logits for the rows that asked for them. Logits are a pure function of
-// (weights, Batch, KV storage): see batch.h.
+// residual) → final norm → logits for the rows that asked for them (and, for embeddings, the final
+// norm's output itself for the rows that asked for it). Logits and hidden rows are a pure function
+// of (weights, Batch, KV storage): see batch.h.
 #pragma once
 
 #include <cstdint>
@@ -72,10 +73,17 @@ class Model {
 
   KVShape kv_shape(KVCacheType kv_type = {}, int block_size = 16) const;
 
-  // Runs one step. `logits` (host memory) receives batch.logit_rows.size() rows of n_vocab floats.
+  // Runs one step. `logits` (host memory) receives batch.logit_rows.size() rows of n_vocab floats;
+  // `hidden` (host memory; may be null when the batch asks for no hidden rows) receives
+  // batch.hidden_rows.size() rows of dim floats: each such token's residual stream after the
+  // last layer, through the final RMSNorm (the output matrix's input; llama.cpp's "result_norm",
+  // its embeddings). A token may be in both lists; asking for hidden rows adds work only after the
+  // last layer (a gather, a norm, a copy where the backend's memory is not the host's).
   // Throws kvasir::Error, before any work, for a token id outside the vocabulary, a batch larger
-  // than the state was sized for, or a state made for another model or backend.
-  void forward(const Batch& batch, const KVStorage& kv, ForwardState& state, float* logits) const;
+  // than the state was sized for, a row that is not a token of the batch, hidden rows without
+  // `hidden`, or a state made for another model or backend.
+  void forward(const Batch& batch, const KVStorage& kv, ForwardState& state, float* logits,
+               float* hidden = nullptr) const;
 
  private:
   Model() = default;

@@ -108,10 +108,21 @@ void Sampler::accept(int32_t token) {
 // ---------------------------------------------------------------- steps 1-2 and logprobs
 
 const float* Sampler::apply_bias_and_penalties(const float* logits) {
-  if (bias_.empty() && !use_penalties_) return logits;
+  if (bias_.empty() && !use_penalties_ && !allowed_) return logits;
   float* w = work_.data();
   for (int32_t i = 0; i < n_vocab_; ++i) {
     w[i] = select_float(logits[i] == logits[i], logits[i], kNegInf);  // NaN -> -inf, branch-free
+  }
+  if (allowed_) {
+    // Step 0, one 64-token word at a time: words with every token allowed are left as they are.
+    const int32_t n_words = (n_vocab_ + 63) / 64;
+    for (int32_t wi = 0; wi < n_words; ++wi) {
+      const uint64_t bits = allowed_[wi];
+      if (bits == ~uint64_t{0}) continue;
+      const int32_t lo = wi * 64, hi = std::min(n_vocab_, lo + 64);
+      for (int32_t t = lo; t < hi; ++t)
+        if (!((bits >> (t - lo)) & 1u)) w[t] = kNegInf;
+    }
   }
   for (const auto& [token, bias] : bias_) w[token] += bias;
   if (use_penalties_) {
@@ -122,6 +133,7 @@ const float* Sampler::apply_bias_and_penalties(const float* logits) {
 }
 
 float Sampler::processed_logit(const float* logits, int32_t token) const {
+  if (!is_allowed(token)) return kNegInf;
   float x = sanitized(logits[token]);
   const auto it = std::lower_bound(bias_.begin(), bias_.end(), token,
                                    [](const auto& b, int32_t t) { return b.first < t; });
@@ -350,9 +362,15 @@ int32_t Sampler::draw() {
 
 // ---------------------------------------------------------------- public entry points
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab, SampleResult* out) {
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, SampleResult* out,
+                        const uint64_t* allowed) {
   check_vocab(n_vocab);
   ensure_buffers();
+  allowed_ = allowed;
+  struct Reset {
+    const uint64_t*& p;
+    ~Reset() { p = nullptr; }
+  } reset{allowed_};
   const float* row = apply_bias_and_penalties(logits);
   const bool raw = params_.logprobs_mode == LogprobsMode::kRaw;
   const bool want_logprobs = out != nullptr && params_.logprobs;

@@ -4,6 +4,8 @@
 // steady state and never throws for valid input. SamplingParams are validated by the constructor.
 //
 // The chain, in this order (see sampling_params.h for each parameter's exact meaning):
+//   0. allowed set           (optional, per call: constrained decoding) logit[t] = -inf for every
+//                            token outside it, as a logit_bias of -inf would
 //   1. logit_bias            logit[t] += bias[t]
 //   2. penalties             repetition (prompt + output in the window), then frequency and
 //                            presence (output in the window)
@@ -69,8 +71,10 @@ class Sampler {
 
   // Chooses the next token from logits[0..n_vocab) (n_vocab must equal the constructor's, else
   // kvasir::Error). Does not accept() the token: the caller does, once it keeps it. out may be
-  // null.
-  int32_t sample(const float* logits, int32_t n_vocab, SampleResult* out = nullptr);
+  // null. `allowed` (null: every token) is a bit set over the vocabulary (word i holds tokens
+  // 64 i .. 64 i + 63) of the tokens that may be chosen (step 0); it must hold at least one.
+  int32_t sample(const float* logits, int32_t n_vocab, SampleResult* out = nullptr,
+                 const uint64_t* allowed = nullptr);
 
   // The distribution sample() draws from, written densely to probs[0..n_vocab) (zeros for tokens
   // the chain removed; one-hot for greedy). Consumes no randomness. For rejection sampling in
@@ -94,8 +98,9 @@ class Sampler {
 
  private:
   void check_vocab(int32_t n_vocab) const;
-  // Steps 1-2. Returns the row to continue from: logits itself when nothing applies, else work_.
+  // Steps 0-2. Returns the row to continue from: logits itself when nothing applies, else work_.
   const float* apply_bias_and_penalties(const float* logits);
+  bool is_allowed(int32_t t) const { return !allowed_ || ((allowed_[t >> 6] >> (t & 63)) & 1u); }
   // The chosen token's logit after steps 1-2, recomputed bit-identically from the raw row.
   float processed_logit(const float* logits, int32_t token) const;
   // Log-softmax normalizer of row and out->top_logprobs; logprob_of() then maps a logit of row.
@@ -119,6 +124,7 @@ class Sampler {
   bool greedy_;
   bool use_penalties_;
   std::vector<std::pair<int32_t, float>> bias_;
+  const uint64_t* allowed_ = nullptr;  // step 0's set, during one sample() call only
   PenaltyWindow window_;
   uint64_t seed_;
   Rng rng_;

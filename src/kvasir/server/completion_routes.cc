@@ -1,6 +1,10 @@
 #include "kvasir/server/completion_routes.h"
 
+#include <fmt/format.h>
+
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kvasir/server/api_error.h"
@@ -10,6 +14,7 @@
 #include "kvasir/server/openai_response.h"
 #include "kvasir/server/request_validation.h"
 #include "kvasir/server/sse_stream.h"
+#include "kvasir/util/error.h"
 #include "kvasir/util/timer.h"
 
 namespace kvasir::server {
@@ -39,6 +44,7 @@ std::shared_ptr<Job> new_job(RouteContext& ctx, const char* id_prefix, const std
   job->stream = o.stream;
   job->include_usage = o.include_usage;
   job->speculative = o.speculative;
+  job->grammar = o.grammar;
   check_sampling(ctx, job->sp);
   return job;
 }
@@ -81,6 +87,31 @@ void chat_completions(RouteContext& ctx, const HttpRequest& req, HttpResponse& r
   job->chat = true;
   job->chat_logprobs = cr.logprobs;
   job->chat_top_logprobs = cr.top_logprobs;
+  if (!cr.tools.is_null() && cr.tool_choice != ToolChoice::kNone) {
+    if (ctx.tool_family == ToolFamily::kNone)
+      throw ApiError::bad_request(
+          "'tools': this model's chat template does not write tool calls in a form this server "
+          "parses (Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS], Granite, "
+          "DeepSeek); start the server with --chat-template for one of them",
+          "tools");
+    job->tool_family = ctx.tool_family;
+    job->parse_tool_calls = true;
+    if (cr.tool_choice == ToolChoice::kRequired || cr.tool_choice == ToolChoice::kFunction) {
+      if (!job->grammar.empty())
+        throw ApiError::bad_request(
+            fmt::format("'tool_choice' \"required\" or a named function cannot be combined with "
+                        "'{}'",
+                        cr.options.grammar_field),
+            "tool_choice");
+      std::optional<std::string> only;
+      if (cr.tool_choice == ToolChoice::kFunction) only = cr.tool_choice_function;
+      try {
+        job->grammar = tool_call_grammar(ctx.tool_family, cr.tools, only, cr.parallel_tool_calls);
+      } catch (const Error& e) {
+        throw ApiError::bad_request(e.what(), "tools");
+      }
+    }
+  }
   const std::string prompt = ctx.prompter->render(cr);
   check_text_size(ctx, prompt, "messages");
   // The template writes BOS itself where the model wants it (as vLLM: no special tokens added).

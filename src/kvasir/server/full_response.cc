@@ -75,7 +75,30 @@ void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& r
     const ChoiceResult& r = results[static_cast<size_t>(c)];
     Json choice;
     choice["index"] = c;
-    if (job.chat) {
+    Json finish = finish_reason_json(r.reason, r.error);
+    if (job.chat && job.parse_tool_calls) {
+      // The model's tool calls out of its text (tool_calls.h); text that does not form a call
+      // stays content.
+      ParsedOutput p = parse_tool_calls(job.tool_family, r.text);
+      Json msg{
+          {"role", "assistant"},
+          {"content", p.calls.empty() || !p.content.empty() ? Json(p.content) : Json(nullptr)}};
+      if (!p.calls.empty()) {
+        Json calls = Json::array();
+        for (const ToolCall& tc : p.calls)
+          calls.push_back(Json{{"id", tc.id},
+                               {"type", "function"},
+                               {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+        msg["tool_calls"] = std::move(calls);
+        if (r.reason == FinishReason::kStop) finish = "tool_calls";
+      }
+      choice["message"] = std::move(msg);
+      choice["logprobs"] =
+          job.chat_logprobs
+              ? Json{{"content", chat_logprobs_content(r.tokens, ctx.tok, job.chat_top_logprobs)},
+                     {"refusal", nullptr}}
+              : Json(nullptr);
+    } else if (job.chat) {
       choice["message"] = Json{{"role", "assistant"}, {"content", r.text}};
       choice["logprobs"] =
           job.chat_logprobs
@@ -91,7 +114,7 @@ void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& r
                                ? completion_logprobs(r.tokens, ctx.tok, offset)
                                : Json(nullptr);
     }
-    choice["finish_reason"] = finish_reason_json(r.reason, r.error);
+    choice["finish_reason"] = std::move(finish);
     body["choices"].push_back(std::move(choice));
   }
   body["usage"] = usage_of(job, gen).to_json(ctx.cfg.prices);

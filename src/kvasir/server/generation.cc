@@ -55,6 +55,7 @@ void Generation::push(int i, const RequestOutput& out) {
         queue_.back().output.error = fmt::format(
             "the client did not read its stream ({} outputs were waiting)", max_queued_);
       c.finished = true;
+      c.finish_time = now;
       c.reason = out.finish_reason;
       c.error = queue_.back().output.error;
       finish_one_locked(all_done);

@@ -43,6 +43,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     double queue_time = 0;
     double first_token_time = 0;  // arrival of the first output with tokens; 0: none yet
     double last_token_time = 0;
+    double finish_time = 0;    // arrival of the final output; 0: not yet
     std::vector<double> gaps;  // between successive outputs with tokens
   };
 

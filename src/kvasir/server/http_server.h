@@ -3,6 +3,8 @@
 // Routes (routes.h has the table):
 //   POST /v1/completions        prompt (string, token ids, or a batch of either) -> text
 //   POST /v1/chat/completions   messages rendered with the chat template -> assistant message
+//   POST /v1/embeddings         input (string, token ids, or a batch of either) -> one vector each
+//                               (embedding_routes.h)
 //   GET  /v1/models, /v1/models/{id}   the model card, with its context, vocabulary, dtypes
 //   POST /tokenize, /detokenize        llama-server's shapes
 //   GET  /health                200 {"status":"ok", version, build, backend}; 503 while shutting
@@ -69,9 +71,15 @@ struct ModelInfo {
 struct ServerConfig {
   std::string model_name = "model";  // the id of /v1/models; requests naming another get 404
   std::string chat_template;         // template source; empty: /v1/chat/completions answers 400
-  ApiKeys api_keys;                  // empty: no auth
+  // How the model writes tool calls (tool_calls.h family names); empty: detected from the chat
+  // template. "none": requests asking for tool calls are refused.
+  std::string tool_call_parser;
+  ApiKeys api_keys;  // empty: no auth
   Prices prices;
   ModelInfo model_info;
+  // /v1/embeddings: how an input's hidden states are pooled into its vector (kNone: the route
+  // answers 400, as such a model gives one vector per token).
+  Pooling embedding_pooling = Pooling::kMean;
   int max_queue = 0;     // waiting requests before 429; 0: no limit
   int http_threads = 0;  // 0: engine max_seqs + max_queue (or max_seqs) + 16
   int retry_after_s = 1;

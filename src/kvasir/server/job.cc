@@ -57,6 +57,8 @@ std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<cons
     r.api_key = job->key;
     r.detokenize = true;
     r.speculative = job->speculative;
+    r.grammar = job->grammar;
+    r.render_special = job->parse_tool_calls;  // the family's call markers may be control tokens
     // The text starts here (only BOS before it): drop SentencePiece's leading space, as
     // `kvasir run` does.
     r.strip_leading_space = !job->chat && r.prompt.size() == 1 && r.prompt[0] == ctx.tok.bos_id();

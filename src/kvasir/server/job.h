@@ -20,6 +20,7 @@
 #include "kvasir/engine.h"
 #include "kvasir/server/generation.h"
 #include "kvasir/server/route_context.h"
+#include "kvasir/server/tool_calls.h"
 #include "kvasir/server/usage.h"
 
 namespace kvasir::server {
@@ -40,6 +41,10 @@ struct Job {
   int completion_logprobs = -1;  // -1: off
   bool chat_logprobs = false;
   int chat_top_logprobs = 0;
+  std::string grammar;  // GBNF the output follows ("" none): GenerateRequest::grammar
+  // Chat with tools: the output is parsed for the template family's tool calls (tool_calls.h).
+  ToolFamily tool_family = ToolFamily::kNone;
+  bool parse_tool_calls = false;
 
   int n_choices() const { return static_cast<int>(prompts.size()) * n; }
   int prompt_of(int choice) const { return choice / n; }

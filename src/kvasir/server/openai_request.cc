@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 
+#include "kvasir/grammar/json_schema.h"
 #include "kvasir/server/api_error.h"
 #include "kvasir/server/utf8.h"
+#include "kvasir/util/error.h"
 
 namespace kvasir::server {
 
@@ -123,6 +127,8 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "n",
                                               "stream",
                                               "stream_options",
+                                              "response_format",
+                                              "grammar",
                                               "user"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "suffix", "echo", "logprobs"};
 constexpr std::string_view kChatFields[] = {"messages",
@@ -132,7 +138,8 @@ constexpr std::string_view kChatFields[] = {"messages",
                                             "tools",
                                             "chat_template_kwargs",
                                             "add_generation_prompt",
-                                            "tool_choice"};
+                                            "tool_choice",
+                                            "parallel_tool_calls"};
 
 void refuse_unknown_fields(const Json& body, bool chat) {
   auto known = [&](std::string_view key) {
@@ -146,10 +153,95 @@ void refuse_unknown_fields(const Json& body, bool chat) {
     bad(it.key(), fmt::format("'{}' is not supported by this server{}", it.key(),
                               chat ? "" : " on /v1/completions"));
   }
-  // Tools are rendered into the prompt, but tool calls are not parsed out of the answer: only
-  // the default choice ("auto": the model decides) is honest.
-  if (const Json* tc = get(body, "tool_choice"); tc && *tc != "auto")
-    bad("tool_choice", "'tool_choice' other than \"auto\" is not supported by this server");
+}
+
+// Refuses keys of an object field that are not in `known`, naming them as field.key.
+void refuse_unknown_keys(const Json& obj, const std::string& field,
+                         std::initializer_list<std::string_view> known) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (it.value().is_null()) continue;
+    if (std::find(known.begin(), known.end(), it.key()) == known.end())
+      bad(field + "." + it.key(),
+          fmt::format("'{}.{}' is not supported by this server", field, it.key()));
+  }
+}
+
+// response_format and grammar → GenerationOptions::grammar (GBNF).
+void parse_structured_output(const Json& body, GenerationOptions& o) {
+  const Json* rf = get(body, "response_format");
+  const Json* gr = get(body, "grammar");
+  if (gr) {
+    if (!gr->is_string()) wrong_type("grammar", "a string (GBNF)", *gr);
+    if (!gr->get_ref<const std::string&>().empty()) {
+      o.grammar = gr->get<std::string>();
+      o.grammar_field = "grammar";
+    }
+  }
+  if (!rf) return;
+  if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+  auto type = rf->find("type");
+  if (type == rf->end() || !type->is_string())
+    bad("response_format.type",
+        "'response_format.type' is required: \"text\", \"json_object\" "
+        "or \"json_schema\"");
+  const std::string& t = type->get_ref<const std::string&>();
+  std::string g;
+  try {
+    if (t == "text") {
+      refuse_unknown_keys(*rf, "response_format", {"type"});
+      return;
+    } else if (t == "json_object") {
+      // llama-server also takes a schema here.
+      refuse_unknown_keys(*rf, "response_format", {"type", "schema"});
+      auto schema = rf->find("schema");
+      if (schema != rf->end() && !schema->is_null()) {
+        if (!schema->is_object() && !schema->is_boolean())
+          wrong_type("response_format.schema", "an object (a JSON Schema)", *schema);
+        g = grammar::json_schema_to_gbnf(*schema);
+      } else {
+        g = grammar::json_object_gbnf();
+      }
+    } else if (t == "json_schema") {
+      refuse_unknown_keys(*rf, "response_format", {"type", "json_schema"});
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object())
+        bad("response_format.json_schema",
+            "'response_format.json_schema' is required with type \"json_schema\" and must be an "
+            "object {\"name\", \"schema\", \"strict\"}");
+      refuse_unknown_keys(*js, "response_format.json_schema",
+                          {"name", "schema", "strict", "description"});
+      auto name = js->find("name");
+      if (name == js->end() || !name->is_string())
+        bad("response_format.json_schema.name",
+            "'response_format.json_schema.name' is required and must be a string");
+      grammar::JsonSchemaOptions jo;
+      if (auto strict = js->find("strict"); strict != js->end() && !strict->is_null()) {
+        if (!strict->is_boolean())
+          wrong_type("response_format.json_schema.strict", "a boolean", *strict);
+        jo.strict = strict->get<bool>();
+      }
+      auto schema = js->find("schema");
+      if (schema == js->end() || schema->is_null()) {
+        g = grammar::json_schema_to_gbnf(Json::object(), jo);  // any JSON value
+      } else {
+        if (!schema->is_object() && !schema->is_boolean())
+          wrong_type("response_format.json_schema.schema", "an object (a JSON Schema)", *schema);
+        g = grammar::json_schema_to_gbnf(*schema, jo);
+      }
+    } else {
+      bad("response_format.type",
+          fmt::format("'response_format.type' must be \"text\", \"json_object\" or "
+                      "\"json_schema\", got \"{}\"",
+                      t));
+    }
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    bad("response_format", e.what());
+  }
+  if (!o.grammar.empty()) bad("grammar", "'grammar' and 'response_format' cannot be used together");
+  o.grammar = std::move(g);
+  o.grammar_field = "response_format";
 }
 
 GenerationOptions parse_common(const Json& body, bool chat) {
@@ -263,6 +355,7 @@ GenerationOptions parse_common(const Json& body, bool chat) {
     if (!o.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
     if (auto v = opt_bool(*so, "include_usage")) o.include_usage = *v;
   }
+  parse_structured_output(body, o);
   if (const Json* suffix = get(body, "suffix")) {
     if (!suffix->is_string()) wrong_type("suffix", "a string", *suffix);
     if (!suffix->get<std::string>().empty()) bad("suffix", "'suffix' is not supported");
@@ -545,6 +638,102 @@ CompletionRequest parse_completion_request(const Json& body) {
   return r;
 }
 
+namespace {
+
+// Assistant messages' tool call arguments, given as JSON text (OpenAI's form), become objects for
+// the template; text that is not a JSON object stays as it is.
+void arguments_as_objects(Json& msg) {
+  auto calls = msg.find("tool_calls");
+  if (calls == msg.end() || !calls->is_array()) return;
+  for (Json& c : *calls) {
+    if (!c.is_object()) continue;
+    auto fn = c.find("function");
+    if (fn == c.end() || !fn->is_object()) continue;
+    auto args = fn->find("arguments");
+    if (args == fn->end() || !args->is_string()) continue;
+    Json parsed =
+        Json::parse(args->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) *args = std::move(parsed);
+  }
+}
+
+void parse_tools(const Json& body, ChatRequest& r) {
+  if (const Json* tools = get(body, "tools")) {
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string f = fmt::format("tools[{}]", i);
+      if (!t.is_object()) wrong_type(f, "an object", t);
+      refuse_unknown_keys(t, f, {"type", "function"});
+      auto type = t.find("type");
+      if (type == t.end() || *type != "function")
+        bad(f + ".type", fmt::format("'{}.type' must be \"function\"", f));
+      auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object())
+        bad(f + ".function", fmt::format("'{}.function' is required and must be an object", f));
+      refuse_unknown_keys(*fn, f + ".function", {"name", "description", "parameters", "strict"});
+      auto name = fn->find("name");
+      auto valid_name = [](const std::string& n) {
+        return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        });
+      };
+      // OpenAI's rule for function names.
+      if (name == fn->end() || !name->is_string() ||
+          !valid_name(name->get_ref<const std::string&>()))
+        bad(f + ".function.name",
+            fmt::format("'{}.function.name' is required: 1 to 64 of a-z, A-Z, 0-9, _ and -", f));
+      auto params = fn->find("parameters");
+      if (params != fn->end() && !params->is_null() && !params->is_object())
+        wrong_type(f + ".function.parameters", "an object (a JSON Schema)", *params);
+    }
+    if (!tools->empty()) r.tools = *tools;
+  }
+  if (const Json* tc = get(body, "tool_choice")) {
+    if (tc->is_string()) {
+      const std::string& s = tc->get_ref<const std::string&>();
+      if (s == "none") {
+        r.tool_choice = ToolChoice::kNone;
+      } else if (s == "auto") {
+        r.tool_choice = ToolChoice::kAuto;
+      } else if (s == "required") {
+        r.tool_choice = ToolChoice::kRequired;
+      } else {
+        bad("tool_choice", fmt::format("'tool_choice' must be \"none\", \"auto\", \"required\" "
+                                       "or {{\"type\": \"function\", \"function\": {{\"name\": "
+                                       "...}}}}, got \"{}\"",
+                                       s));
+      }
+    } else if (tc->is_object()) {
+      refuse_unknown_keys(*tc, "tool_choice", {"type", "function"});
+      auto fn = tc->find("function");
+      auto type = tc->find("type");
+      if (type == tc->end() || *type != "function" || fn == tc->end() || !fn->is_object() ||
+          !fn->contains("name") || !(*fn)["name"].is_string())
+        bad("tool_choice",
+            "'tool_choice' as an object must be {\"type\": \"function\", \"function\": "
+            "{\"name\": \"...\"}}");
+      r.tool_choice = ToolChoice::kFunction;
+      r.tool_choice_function = (*fn)["name"].get<std::string>();
+      bool found = false;
+      if (r.tools.is_array())
+        for (const Json& t : r.tools)
+          found = found || t["function"]["name"] == r.tool_choice_function;
+      if (!found)
+        bad("tool_choice", fmt::format("'tool_choice' names the function \"{}\", which is not in "
+                                       "'tools'",
+                                       r.tool_choice_function));
+    } else {
+      wrong_type("tool_choice", "a string or an object", *tc);
+    }
+    if ((r.tool_choice == ToolChoice::kRequired) && r.tools.is_null())
+      bad("tool_choice", "'tool_choice' \"required\" needs a non-empty 'tools'");
+  }
+  if (auto v = opt_bool(body, "parallel_tool_calls")) r.parallel_tool_calls = *v;
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(const Json& body) {
   ChatRequest r;
   r.options = parse_common(body, /*chat=*/true);
@@ -564,12 +753,10 @@ ChatRequest parse_chat_request(const Json& body) {
     Json msg = m;
     auto content = m.find("content");
     if (content != m.end()) msg["content"] = normalize_content(*content, i);
+    arguments_as_objects(msg);
     r.messages.push_back(std::move(msg));
   }
-  if (const Json* tools = get(body, "tools")) {
-    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
-    r.tools = *tools;
-  }
+  parse_tools(body, r);
   if (const Json* kw = get(body, "chat_template_kwargs")) {
     if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
     r.template_kwargs = *kw;

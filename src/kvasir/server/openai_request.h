@@ -7,6 +7,14 @@
 // repetition_penalty, seed, stop, n, logprobs, top_logprobs, logit_bias, stop_token_ids,
 // ignore_eos, stream, stream_options, and Kvasir's speculative: false to opt out of speculative
 // decoding). A null value means "absent". Unknown fields are refused by name.
+// Structured output: response_format {"type": "text" | "json_object" | "json_schema",
+// "json_schema": {"name", "schema", "strict", "description"}} (OpenAI; llama-server's
+// {"type": "json_object", "schema": {...}} too) and llama-server's "grammar" (GBNF text) on both
+// endpoints; at most one of them. Chat: tools (each {"type": "function", "function": {"name",
+// "description", "parameters", "strict"}}), tool_choice ("none", "auto", "required" or
+// {"type": "function", "function": {"name"}} naming one of the tools), parallel_tool_calls.
+// Assistant messages' tool_calls arguments given as JSON text are handed to the chat template as
+// objects (templates write them with `| tojson`, as transformers expects).
 // Every problem is an ApiError (400) naming the field in `param`. Ranges (OpenAI's where OpenAI
 // has the field, else vLLM's): temperature [0, 2], top_p (0, 1], top_k -1 or >= 0, min_p [0, 1],
 // presence_penalty and frequency_penalty [-2, 2], repetition_penalty > 0, logit_bias values
@@ -42,7 +50,13 @@ struct GenerationOptions {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool speculative = true;     // extension: false opts this request out of speculative decoding
+  // The GBNF grammar the output must follow ("" none), from response_format or grammar, and
+  // which field it came from (for errors).
+  std::string grammar;
+  std::string grammar_field;
 };
+
+enum class ToolChoice { kNone, kAuto, kRequired, kFunction };
 
 // One prompt of /v1/completions: text, or token ids.
 struct PromptInput {
@@ -60,8 +74,11 @@ struct CompletionRequest {
 
 struct ChatRequest {
   GenerationOptions options;
-  Json messages;                          // content parts flattened to strings
-  Json tools;                             // null when absent
+  Json messages;  // content parts flattened to strings
+  Json tools;     // null when absent or empty
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_function;  // kFunction: its name
+  bool parallel_tool_calls = true;
   Json template_kwargs = Json::object();  // chat_template_kwargs (vLLM extension)
   bool add_generation_prompt = true;
   bool logprobs = false;

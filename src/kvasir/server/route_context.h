@@ -30,6 +30,7 @@
 #include "kvasir/server/http_types.h"
 #include "kvasir/server/openai_response.h"
 #include "kvasir/server/serving_metrics.h"
+#include "kvasir/server/tool_calls.h"
 #include "kvasir/tokenizer/tokenizer.h"
 
 namespace kvasir::server {
@@ -47,6 +48,7 @@ struct RouteContext {
   const Tokenizer& tok;
   ServerConfig cfg;
   std::optional<ChatPrompter> prompter;
+  ToolFamily tool_family = ToolFamily::kNone;  // how the chat template's model writes tool calls
   ServingMetrics metrics;
   std::atomic<bool> shutting_down{false};
   int64_t created = unix_time_now();  // the model card's "created"

@@ -9,6 +9,7 @@
 #include "kvasir/server/api_error.h"
 #include "kvasir/server/api_key_auth.h"
 #include "kvasir/server/completion_routes.h"
+#include "kvasir/server/embedding_routes.h"
 #include "kvasir/server/openai_response.h"
 #include "kvasir/server/request_validation.h"
 #include "kvasir/server/tokenize_routes.h"
@@ -83,6 +84,7 @@ void metrics(RouteContext& ctx, const HttpRequest&, HttpResponse& res, const Cli
 const Route kRoutes[] = {
     {"/v1/completions", "POST", Guard::kApi, &completions},
     {"/v1/chat/completions", "POST", Guard::kApi, &chat_completions},
+    {"/v1/embeddings", "POST", Guard::kApi, &embeddings},
     {"/v1/models", "GET, HEAD", Guard::kApi, &models},
     {"/v1/models/", "GET, HEAD", Guard::kApi, &model_by_id},
     {"/tokenize", "POST", Guard::kKeyed, &tokenize},

@@ -1,6 +1,7 @@
 // The route table and the Router that serves it (the HttpHandler of http_listener.h).
 //
 //   POST /v1/completions, /v1/chat/completions   completion_routes.h
+//   POST /v1/embeddings                          embedding_routes.h
 //   GET  /v1/models, /v1/models/{id}             here: the one model card; another id is 404
 //   POST /tokenize, /detokenize                  tokenize_routes.h
 //   GET  /health                                 here: 200 {"status":"ok", ...}; 503 +

@@ -58,6 +58,12 @@ ServingMetrics::ServingMetrics() {
   r.add_gauge("kvasir_spec_k", "Draft tokens proposed per sequence in the latest proposing step.");
   r.add_counter("kvasir_spec_low_acceptance_warnings_total",
                 "Times acceptance fell below the threshold and decoding fell back to plain.");
+  r.add_counter("kvasir_grammar_masks_computed_total",
+                "Allowed-token masks of constrained requests computed by a vocabulary trie walk.");
+  r.add_counter("kvasir_grammar_mask_cache_hits_total",
+                "Allowed-token masks of constrained requests served from a grammar's mask cache.");
+  r.add_counter("kvasir_grammar_seconds_total",
+                "Time the engine spent finding allowed-token masks for constrained requests.");
   r.add_histogram("kvasir_request_spec_acceptance_rate",
                   "Per request: accepted / proposed draft tokens (requests that speculated).",
                   {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0});
@@ -70,7 +76,10 @@ void ServingMetrics::record(const Generation& g, const Usage& usage, double cost
     if (c.refused) continue;
     std::string reason = c.error.empty() ? finish_reason_name(c.reason) : "error";
     reg_.inc("kvasir_requests_total", {reason});
-    const double end = c.last_token_time > 0 ? c.last_token_time : g.start();
+    // A choice without tokens (an embedding, an abort) ends with its final output.
+    const double end = c.last_token_time > 0 ? c.last_token_time
+                       : c.finish_time > 0   ? c.finish_time
+                                             : g.start();
     reg_.observe("kvasir_e2e_request_latency_seconds", {}, std::max(0.0, end - g.start()));
     if (c.queue_time > 0) reg_.observe("kvasir_queue_time_seconds", {}, c.queue_time);
     if (c.first_token_time > 0) {
@@ -112,6 +121,11 @@ std::string ServingMetrics::expose(const EngineStats& s, double kv_warn_ratio) {
   reg_.set_counter("kvasir_spec_verify_passes_total", {}, static_cast<double>(s.spec_passes));
   reg_.set_counter("kvasir_spec_emitted_tokens_total", {}, static_cast<double>(s.spec_emitted));
   reg_.set("kvasir_spec_acceptance_rate", {}, s.spec_window_acceptance);
+  reg_.set_counter("kvasir_grammar_masks_computed_total", {},
+                   static_cast<double>(s.grammar_masks_computed));
+  reg_.set_counter("kvasir_grammar_mask_cache_hits_total", {},
+                   static_cast<double>(s.grammar_mask_cache_hits));
+  reg_.set_counter("kvasir_grammar_seconds_total", {}, s.grammar_seconds);
   reg_.set("kvasir_spec_tokens_per_pass", {},
            s.spec_passes > 0 ? static_cast<double>(s.spec_emitted) / s.spec_passes : 0.0);
   reg_.set("kvasir_spec_fallback", {}, s.spec_fallback ? 1.0 : 0.0);

@@ -1,12 +1,14 @@
 #include "kvasir/server/sse_stream.h"
 
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kvasir/server/api_error.h"
 #include "kvasir/server/full_response.h"
 #include "kvasir/server/openai_response.h"
+#include "kvasir/server/tool_calls.h"
 #include "kvasir/util/log.h"
 #include "kvasir/util/timer.h"
 
@@ -23,18 +25,51 @@ Json chunk_base(const RouteContext& ctx, const Job& job) {
   return j;
 }
 
+// Per choice: the tool-call parser of a chat with tools (null otherwise).
+using ToolParsers = std::vector<std::unique_ptr<ToolCallStreamParser>>;
+
 // One streamed chunk for an event of choice c (or an empty string when it carries nothing).
 std::string event_chunk(const RouteContext& ctx, const Job& job, const Generation::Event& e,
-                        std::vector<int64_t>& offsets) {
+                        std::vector<int64_t>& offsets, ToolParsers& tools) {
   const RequestOutput& o = e.output;
   std::string out;
   const bool has_lp = job.chat ? job.chat_logprobs : job.completion_logprobs >= 0;
   if (o.text.empty() && !o.finished && !(has_lp && !o.tokens.empty())) return out;
+  ToolCallStreamParser* parser = job.chat ? tools[static_cast<size_t>(e.choice)].get() : nullptr;
+  StreamEvents ev;
+  if (parser) {
+    ev = parser->push(o.text);
+    if (o.finished) {
+      StreamEvents last = parser->finish();
+      ev.content += last.content;
+      ev.tool_calls.insert(ev.tool_calls.end(), last.tool_calls.begin(), last.tool_calls.end());
+    }
+    if (ev.content.empty() && ev.tool_calls.empty() && !o.finished &&
+        !(has_lp && !o.tokens.empty()))
+      return out;
+  }
   Json choice;
   choice["index"] = e.choice;
   if (job.chat) {
     Json delta = Json::object();
-    if (!o.text.empty() || !o.finished) delta["content"] = o.text;
+    const std::string& text = parser ? ev.content : o.text;
+    if (!text.empty() || (!o.finished && ev.tool_calls.empty())) delta["content"] = text;
+    if (!ev.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ToolCallDelta& d : ev.tool_calls) {
+        Json c{{"index", d.index}};
+        Json fn = Json::object();
+        if (d.id) {
+          c["id"] = *d.id;
+          c["type"] = "function";
+        }
+        if (d.name) fn["name"] = *d.name;
+        fn["arguments"] = d.arguments;
+        c["function"] = std::move(fn);
+        calls.push_back(std::move(c));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
     choice["delta"] = std::move(delta);
     choice["logprobs"] =
         has_lp && !o.tokens.empty()
@@ -52,10 +87,13 @@ std::string event_chunk(const RouteContext& ctx, const Job& job, const Generatio
   const bool stopped = o.finished && o.finish_reason == FinishReason::kAbort && o.error.empty();
   choice["finish_reason"] =
       o.finished && !stopped ? finish_reason_json(o.finish_reason, o.error) : nullptr;
+  if (o.finished && !stopped && parser && parser->calls() > 0 &&
+      o.finish_reason == FinishReason::kStop)
+    choice["finish_reason"] = "tool_calls";
   Json chunk = chunk_base(ctx, job);
   chunk["choices"] = Json::array({std::move(choice)});
   if (job.include_usage) chunk["usage"] = nullptr;
-  if (!stopped || !o.text.empty()) out += sse_event(chunk);
+  if (!stopped || !o.text.empty() || !ev.content.empty()) out += sse_event(chunk);
   if (!o.error.empty()) {
     ApiError err(500, "generation failed: " + o.error);
     out += sse_event(err.to_json());
@@ -103,6 +141,9 @@ void stream_response(RouteContext& ctx, HttpResponse& res, std::shared_ptr<const
   res.set_header("X-Accel-Buffering", "no");
   res.stream = [&ctx, job, gen](ResponseStream& out, std::vector<LogField>& log_fields) {
     std::vector<int64_t> offsets(static_cast<size_t>(job->n_choices()), 0);
+    ToolParsers tools(static_cast<size_t>(job->n_choices()));
+    if (job->parse_tool_calls)
+      for (auto& p : tools) p = std::make_unique<ToolCallStreamParser>(job->tool_family);
     std::vector<Generation::Event> events;
     double last_write = now_seconds();
     std::string chunk = opening_chunks(ctx, *job, offsets);
@@ -111,7 +152,7 @@ void stream_response(RouteContext& ctx, HttpResponse& res, std::shared_ptr<const
       while (!done) {
         events.clear();
         done = gen->wait(events, chunk.empty() ? ctx.cfg.heartbeat_s : 0.0);
-        for (const auto& e : events) chunk += event_chunk(ctx, *job, e, offsets);
+        for (const auto& e : events) chunk += event_chunk(ctx, *job, e, offsets, tools);
         if (done) {
           if (job->include_usage) {
             Json c = chunk_base(ctx, *job);
