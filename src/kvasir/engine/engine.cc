@@ -458,7 +458,12 @@ FinishReason Engine::Impl::append_token(Sequence* s, const SampleResult& sr, dou
     // admitted token to choose (every admitted logit NaN): end the request rather than go on
     // outside the grammar.
     if (!s->matcher->accept(t)) {
-      s->pending.error = fmt::format("token {} is outside the request's grammar", t);
+      s->pending.error =
+          s->matcher->allowed().count() == 0
+              ? std::string(
+                    "the grammar cannot be continued here: no token of the vocabulary spells a "
+                    "continuation it admits")
+              : fmt::format("token {} is outside the request's grammar", t);
       return FinishReason::kAbort;
     }
     grammar_done =
@@ -814,7 +819,17 @@ void Engine::Impl::loop() {
     }
     for (auto& s : fresh) {
       Sequence* p = s.get();
-      if (p->grammar) p->matcher = std::make_unique<grammar::GrammarMatcher>(p->grammar);
+      if (p->grammar) {
+        p->matcher = std::make_unique<grammar::GrammarMatcher>(p->grammar);
+        // A grammar's parse-stack nodes are never freed: once one has used half its allowance
+        // it leaves the cache (sequences using it keep it) and later requests compile a fresh
+        // one. Checked here, on the one thread that adds nodes.
+        if (p->grammar->cache_stats().stack_nodes >
+            grammar::ConstrainedGrammar::kMaxStackNodes / 2) {
+          std::lock_guard lk(grammar_mu);
+          grammars.remove_if([&](const auto& e) { return e.second == p->grammar; });
+        }
+      }
       live.emplace(p->id, std::move(s));
       sched.add(p);
     }

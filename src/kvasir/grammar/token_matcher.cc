@@ -131,7 +131,7 @@ struct ConstrainedGrammar::Cache {
   };
 
   Cache(const Grammar& g, const GrammarVocab& v, size_t max_entries)
-      : store(g, size_t{1} << 20), vocab(v), max_entries(max_entries) {
+      : store(g, ConstrainedGrammar::kMaxStackNodes), vocab(v), max_entries(max_entries) {
     auto e = std::make_shared<TokenMask>();
     e->n_vocab = v.n_vocab();
     e->bits.assign((static_cast<size_t>(e->n_vocab) + 63) / 64, 0);
@@ -238,6 +238,7 @@ ConstrainedGrammar::~ConstrainedGrammar() = default;
 MaskCacheStats ConstrainedGrammar::cache_stats() const {
   MaskCacheStats s = cache_->stats;
   s.entries = cache_->lru.size();
+  s.stack_nodes = cache_->store.size();
   return s;
 }
 

@@ -88,10 +88,14 @@ class GrammarVocab {
 struct MaskCacheStats {
   uint64_t hits = 0, misses = 0, entries = 0;
   uint64_t nodes_visited = 0;  // trie nodes walked on misses, in total
+  uint64_t stack_nodes = 0;    // parse-stack nodes held (never freed; at most kMaxStackNodes)
 };
 
 class ConstrainedGrammar {
  public:
+  // The parse-stack nodes one ConstrainedGrammar may hold. Nodes are never freed: a grammar kept
+  // for a long time (a server's cache) should be replaced by a fresh one well before this.
+  static constexpr size_t kMaxStackNodes = size_t{1} << 20;
   ConstrainedGrammar(std::shared_ptr<const Grammar> g, std::shared_ptr<const GrammarVocab> vocab,
                      size_t max_cached_masks = 4096);
   ~ConstrainedGrammar();

@@ -110,18 +110,22 @@ void Sampler::accept(int32_t token) {
 const float* Sampler::apply_bias_and_penalties(const float* logits) {
   if (bias_.empty() && !use_penalties_ && !allowed_) return logits;
   float* w = work_.data();
-  for (int32_t i = 0; i < n_vocab_; ++i) {
-    w[i] = select_float(logits[i] == logits[i], logits[i], kNegInf);  // NaN -> -inf, branch-free
-  }
-  if (allowed_) {
-    // Step 0, one 64-token word at a time: words with every token allowed are left as they are.
-    const int32_t n_words = (n_vocab_ + 63) / 64;
-    for (int32_t wi = 0; wi < n_words; ++wi) {
-      const uint64_t bits = allowed_[wi];
-      if (bits == ~uint64_t{0}) continue;
-      const int32_t lo = wi * 64, hi = std::min(n_vocab_, lo + 64);
-      for (int32_t t = lo; t < hi; ++t)
-        if (!((bits >> (t - lo)) & 1u)) w[t] = kNegInf;
+  if (!allowed_) {
+    for (int32_t i = 0; i < n_vocab_; ++i) {
+      w[i] = select_float(logits[i] == logits[i], logits[i], kNegInf);  // NaN -> -inf, branch-free
+    }
+  } else {
+    // Step 0 fused with the copy, one 64-token word of the set at a time, branch-free inside a
+    // word (the compiler vectorizes it): a token outside the set, or NaN, becomes -inf.
+    for (int32_t lo = 0; lo < n_vocab_; lo += 64) {
+      const uint64_t bits = allowed_[lo >> 6];
+      const int32_t n = std::min<int32_t>(64, n_vocab_ - lo);
+      const float* x = logits + lo;
+      float* y = w + lo;
+      for (int32_t j = 0; j < n; ++j) {
+        const bool keep = ((bits >> j) & 1u) != 0 && x[j] == x[j];
+        y[j] = select_float(keep, x[j], kNegInf);
+      }
     }
   }
   for (const auto& [token, bias] : bias_) w[token] += bias;

@@ -96,6 +96,7 @@ void chat_completions(RouteContext& ctx, const HttpRequest& req, HttpResponse& r
           "tools");
     job->tool_family = ctx.tool_family;
     job->parse_tool_calls = true;
+    job->parallel_tool_calls = cr.parallel_tool_calls;
     if (cr.tool_choice == ToolChoice::kRequired || cr.tool_choice == ToolChoice::kFunction) {
       if (!job->grammar.empty())
         throw ApiError::bad_request(

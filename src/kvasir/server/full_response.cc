@@ -80,6 +80,9 @@ void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& r
       // The model's tool calls out of its text (tool_calls.h); text that does not form a call
       // stays content.
       ParsedOutput p = parse_tool_calls(job.tool_family, r.text);
+      // parallel_tool_calls false: one call (the grammar enforces it when a call is forced; with
+      // "auto" the model may still write more, and only the first is the answer).
+      if (!job.parallel_tool_calls && p.calls.size() > 1) p.calls.resize(1);
       Json msg{
           {"role", "assistant"},
           {"content", p.calls.empty() || !p.content.empty() ? Json(p.content) : Json(nullptr)}};

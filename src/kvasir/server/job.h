@@ -45,6 +45,7 @@ struct Job {
   // Chat with tools: the output is parsed for the template family's tool calls (tool_calls.h).
   ToolFamily tool_family = ToolFamily::kNone;
   bool parse_tool_calls = false;
+  bool parallel_tool_calls = true;  // false: only the first call is returned (tool_choice auto)
 
   int n_choices() const { return static_cast<int>(prompts.size()) * n; }
   int prompt_of(int choice) const { return choice / n; }

@@ -44,6 +44,8 @@ std::string event_chunk(const RouteContext& ctx, const Job& job, const Generatio
       ev.content += last.content;
       ev.tool_calls.insert(ev.tool_calls.end(), last.tool_calls.begin(), last.tool_calls.end());
     }
+    if (!job.parallel_tool_calls)  // one call only, as the whole response (full_response.cc)
+      std::erase_if(ev.tool_calls, [](const ToolCallDelta& d) { return d.index > 0; });
     if (ev.content.empty() && ev.tool_calls.empty() && !o.finished &&
         !(has_lp && !o.tokens.empty()))
       return out;
