@@ -59,6 +59,10 @@ inline constexpr size_t kGbnfMaxStacks = 1024;                // parse stacks ke
 // (bounded rule count, element count, repetition counts) that protect the server.
 std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_view root = "root");
 
+// A GBNF string literal ("...") matching exactly the bytes of `s` (quote, backslash and control
+// bytes escaped), for code that writes grammars.
+std::string gbnf_literal(std::string_view s);
+
 // The grammar's rules printed back in GBNF (normalized: one rule a line), for errors and tests.
 std::string to_gbnf(const Grammar& g);
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvasir/grammar/grammar.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::grammar {
@@ -87,38 +88,6 @@ std::optional<std::vector<uint32_t>> decode_utf8(std::string_view s) {
     i += static_cast<size_t>(n) + 1;
   }
   return out;
-}
-
-// A GBNF string literal matching exactly the bytes of `s`.
-std::string gbnf_literal(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out += fmt::format("\\x{:02X}", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 // One code point written for the inside of a GBNF character class.

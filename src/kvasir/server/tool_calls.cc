@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "kvasir/grammar/grammar.h"
 #include "kvasir/grammar/json_schema.h"
 #include "kvasir/util/error.h"
 
@@ -828,32 +829,7 @@ ParsedOutput parse_tool_calls(ToolFamily family, std::string_view text) {
 
 namespace {
 
-// A GBNF string literal of raw UTF-8 text.
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out + "\"";
-}
+using grammar::gbnf_literal;
 
 bool is_rule_char(char c) {
   return is_alnum(c) || c == '-';
