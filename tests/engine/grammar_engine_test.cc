@@ -324,6 +324,33 @@ TEST(GrammarEngine, ForcedLiteralIsWrittenExactly) {
   EXPECT_EQ(col.out[id].last.finish_reason, FinishReason::kStop);
 }
 
+// A request that renders control tokens may have them written where the grammar admits their
+// text (a tool-call marker is the model's one token, not a spelling of its text); one that does
+// not render them never gets them. A bias makes BOS (a control token, text "<s>") the model's
+// first choice.
+TEST(GrammarEngine, ControlTokensOnlyWhenTheRequestRendersThem) {
+  const int32_t bos = fx().tok.bos_id();
+  ASSERT_TRUE(fx().tok.is_control(bos));
+  for (bool special : {true, false}) {
+    Engine e(*fx().model, fx().tok, small_config());
+    Collector col;
+    GenerateRequest r = request(prompt_of("Once"), R"G(root ::= "<s>")G", 0.0f, 1, 20);
+    r.render_special = special;
+    r.params.logit_bias[bos] = 100;
+    const uint64_t id = e.submit(r, col.sink());
+    col.wait(1);
+    const Result& res = col.out[id];
+    EXPECT_EQ(res.text, "<s>") << special;
+    EXPECT_EQ(res.last.finish_reason, FinishReason::kStop);
+    if (special) {
+      EXPECT_EQ(res.tokens, std::vector<int32_t>{bos});
+    } else {
+      EXPECT_GT(res.tokens.size(), 1u);  // spelled from ordinary tokens
+      for (int32_t t : res.tokens) EXPECT_NE(t, bos);
+    }
+  }
+}
+
 TEST(GrammarEngine, AnUnparsableGrammarIsRefusedAtSubmit) {
   Engine e(*fx().model, fx().tok, small_config());
   try {

@@ -52,17 +52,21 @@ constexpr size_t kGrammarCacheEntries = 8;
 constexpr size_t kMaskCacheBytes = size_t{8} << 20;
 
 // The vocabulary as constrained decoding sees it: each token's bytes as the detokenizer gives
-// them; control and unknown tokens (and tokens with no bytes) are never admitted inside a
-// grammar; end-of-generation tokens are admitted where the grammar is complete.
-std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_of(const Tokenizer& tok) {
+// them. Unknown tokens (and tokens with no bytes) are never admitted inside a grammar; control
+// tokens neither, unless the request renders them (render_special: tool-call markers such as
+// [TOOL_CALLS] are control tokens, and the model should write the token, not spell its text);
+// end-of-generation tokens are admitted where the grammar is complete.
+std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_of(const Tokenizer& tok,
+                                                              bool render_special) {
   const int32_t n = tok.n_vocab();
   std::vector<std::string> pieces(static_cast<size_t>(n));
   std::vector<bool> never(static_cast<size_t>(n));
+  const uint32_t excluded =
+      token_attr::kUnknown | (render_special ? 0u : uint32_t{token_attr::kControl});
   for (int32_t t = 0; t < n; ++t) {
-    pieces[static_cast<size_t>(t)] = tok.token_to_piece(t, /*render_special=*/false);
-    const uint32_t a = tok.token_attr(t);
-    never[static_cast<size_t>(t)] = (a & (token_attr::kControl | token_attr::kUnknown)) != 0 ||
-                                    pieces[static_cast<size_t>(t)].empty();
+    pieces[static_cast<size_t>(t)] = tok.token_to_piece(t, render_special);
+    never[static_cast<size_t>(t)] =
+        (tok.token_attr(t) & excluded) != 0 || pieces[static_cast<size_t>(t)].empty();
   }
   return std::make_shared<const grammar::GrammarVocab>(std::move(pieces), std::move(never),
                                                        tok.eog_ids());
@@ -133,8 +137,13 @@ struct Engine::Impl {
   // Constrained decoding: the vocabulary trie (built on the first constrained request) and the
   // most recently used compiled grammars, most recent first (both guarded by grammar_mu).
   std::mutex grammar_mu;
-  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab;
-  std::list<std::pair<std::string, std::shared_ptr<grammar::ConstrainedGrammar>>> grammars;
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab[2];  // [render_special]
+  struct CachedGrammar {
+    std::string text;
+    bool render_special;
+    std::shared_ptr<grammar::ConstrainedGrammar> grammar;
+  };
+  std::list<CachedGrammar> grammars;
   // This step's mask work (engine thread), counted into stats under the step's one lock.
   uint64_t step_masks_computed = 0, step_mask_hits = 0;
   double step_grammar_seconds = 0;
@@ -210,8 +219,10 @@ struct Engine::Impl {
   FinishReason verify(Sequence* s, const float* rows, double now, uint64_t& appended,
                       uint64_t& judged_total, uint64_t& accepted_total);
   void finish(Sequence* s, FinishReason r, const std::string& error = {});
-  // The compiled grammar for `text` (from the cache, or parsed now: throws kvasir::Error).
-  std::shared_ptr<grammar::ConstrainedGrammar> compiled_grammar(const std::string& text);
+  // The compiled grammar for `text` over the vocabulary as a request that does (not) render
+  // control tokens sees it (from the cache, or parsed now: throws kvasir::Error).
+  std::shared_ptr<grammar::ConstrainedGrammar> compiled_grammar(const std::string& text,
+                                                                bool render_special);
   // The allowed-token mask of a constrained sequence about to sample (engine thread).
   const uint64_t* grammar_mask(Sequence* s);
   void emit(Sequence* s);
@@ -319,7 +330,7 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   if (req.embedding)
     s->pooler = std::make_unique<Pooler>(*req.embedding, I.model.config().dim, n_prompt);
   if (!req.grammar.empty()) {
-    s->grammar = I.compiled_grammar(req.grammar);
+    s->grammar = I.compiled_grammar(req.grammar, req.render_special);
     req.speculative = false;
   }
   if (req.detokenize) {
@@ -369,24 +380,25 @@ void Engine::wait_idle() {
       lk, [&] { return impl_->incoming.empty() && impl_->aborts.empty() && !impl_->busy; });
 }
 
-std::shared_ptr<grammar::ConstrainedGrammar> Engine::Impl::compiled_grammar(
-    const std::string& text) {
+std::shared_ptr<grammar::ConstrainedGrammar> Engine::Impl::compiled_grammar(const std::string& text,
+                                                                            bool render_special) {
   {
     std::lock_guard lk(grammar_mu);
     for (auto it = grammars.begin(); it != grammars.end(); ++it) {
-      if (it->first != text) continue;
+      if (it->text != text || it->render_special != render_special) continue;
       grammars.splice(grammars.begin(), grammars, it);
-      return it->second;
+      return it->grammar;
     }
   }
   // Parsed outside the lock (a large grammar takes a while); a race only compiles twice.
   std::shared_ptr<const grammar::Grammar> g = grammar::parse_gbnf(text);
   std::lock_guard lk(grammar_mu);
-  if (!grammar_vocab) grammar_vocab = grammar_vocab_of(tok);
-  const size_t mask_bytes = (static_cast<size_t>(grammar_vocab->n_vocab()) + 63) / 64 * 8;
+  auto& vocab = grammar_vocab[render_special ? 1 : 0];
+  if (!vocab) vocab = grammar_vocab_of(tok, render_special);
+  const size_t mask_bytes = (static_cast<size_t>(vocab->n_vocab()) + 63) / 64 * 8;
   auto cg = std::make_shared<grammar::ConstrainedGrammar>(
-      std::move(g), grammar_vocab, std::max<size_t>(64, kMaskCacheBytes / mask_bytes));
-  grammars.emplace_front(text, cg);
+      std::move(g), vocab, std::max<size_t>(64, kMaskCacheBytes / mask_bytes));
+  grammars.push_front({text, render_special, cg});
   if (grammars.size() > kGrammarCacheEntries) grammars.pop_back();
   return cg;
 }
@@ -827,7 +839,7 @@ void Engine::Impl::loop() {
         if (p->grammar->cache_stats().stack_nodes >
             grammar::ConstrainedGrammar::kMaxStackNodes / 2) {
           std::lock_guard lk(grammar_mu);
-          grammars.remove_if([&](const auto& e) { return e.second == p->grammar; });
+          grammars.remove_if([&](const CachedGrammar& e) { return e.grammar == p->grammar; });
         }
       }
       live.emplace(p->id, std::move(s));
