@@ -24,6 +24,7 @@
 #include "kvasir/engine/pooling.h"
 #include "kvasir/model/model.h"
 #include "kvasir/tokenizer/tokenizer.h"
+#include "test_util/embed.h"
 #include "test_util/files.h"
 #include "test_util/models.h"
 #include "test_util/node.h"
@@ -77,23 +78,7 @@ std::vector<RefEmbedding> run_llamacpp(const nlohmann::json& inputs, const std::
 }
 
 std::vector<float> ours(Engine& engine, const std::vector<int32_t>& tokens, Pooling pooling) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<float> v;
-  bool done = false;
-  GenerateRequest r;
-  r.prompt = tokens;
-  r.embedding = EmbeddingParams{pooling, /*normalize=*/false, 0};
-  engine.submit(std::move(r), [&](const RequestOutput& o) {
-    if (!o.finished) return;
-    std::lock_guard lk(mu);
-    v = o.embedding;
-    done = true;
-    cv.notify_all();
-  });
-  std::unique_lock lk(mu);
-  cv.wait(lk, [&] { return done; });
-  return v;
+  return test_util::embed(engine, tokens, EmbeddingParams{pooling, /*normalize=*/false, 0});
 }
 
 // max |a - b| over the vector, relative to max |b|.

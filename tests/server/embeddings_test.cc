@@ -15,6 +15,7 @@
 #include "kvasir/engine/pooling.h"
 #include "kvasir/server/embedding_routes.h"
 #include "server_test_util.h"
+#include "test_util/embed.h"
 #include "test_util/node.h"
 
 namespace kvasir::server::testing {
@@ -37,23 +38,7 @@ std::vector<int32_t> encode(const std::string& text) {
 // directly to the server's engine.
 std::vector<float> engine_vector(Engine& engine, const std::vector<int32_t>& tokens,
                                  int dimensions = 0) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<float> v;
-  bool done = false;
-  GenerateRequest r;
-  r.prompt = tokens;
-  r.embedding = EmbeddingParams{Pooling::kMean, true, dimensions};
-  engine.submit(std::move(r), [&](const RequestOutput& o) {
-    if (!o.finished) return;
-    std::lock_guard lk(mu);
-    v = o.embedding;
-    done = true;
-    cv.notify_all();
-  });
-  std::unique_lock lk(mu);
-  cv.wait(lk, [&] { return done; });
-  return v;
+  return test_util::embed(engine, tokens, EmbeddingParams{Pooling::kMean, true, dimensions});
 }
 
 std::vector<float> floats_of(const Json& a) {
@@ -340,9 +325,9 @@ TEST(EmbeddingsServer, NeedsTheApiKeyWhenKeysAreSet) {
 TEST(EmbeddingsServer, OfficialOpenAISdk) {
   if (!test_util::node_available())
     GTEST_SKIP() << "node is not installed (apt-get install nodejs npm)";
-  const std::string sdk = test_util::cache_dir() + "/openai";
-  if (!std::filesystem::exists(sdk + "/node_modules/openai/package.json"))
-    GTEST_SKIP() << "the openai npm SDK is not installed in " << sdk
+  const std::string sdk = test_util::openai_sdk_dir();
+  if (const std::string pkg = test_util::missing_sdk_package({"openai"}); !pkg.empty())
+    GTEST_SKIP() << "the npm package " << pkg << " is not installed in " << sdk
                  << "; run scripts/install-openai-sdk.sh";
   ServerConfig sc = test_server_config();
   sc.api_keys = ApiKeys({"sk-sdk-test"});
@@ -352,14 +337,9 @@ TEST(EmbeddingsServer, OfficialOpenAISdk) {
                           "/v1' KVASIR_API_KEY='sk-sdk-test' KVASIR_MODEL='stories260K' " +
                           "timeout 120 node '" + std::string(KVASIR_SOURCE_DIR) +
                           "/tests/server/openai_sdk_embeddings.mjs' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int rc = pclose(p);
-  EXPECT_EQ(rc, 0) << out;
+  const test_util::ScriptResult r = test_util::run_script(cmd);
+  const std::string& out = r.output;
+  EXPECT_EQ(r.status, 0) << out;
   EXPECT_NE(out.find("all ok"), std::string::npos) << out;
 }
 

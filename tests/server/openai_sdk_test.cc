@@ -13,16 +13,12 @@
 namespace kvasir::server::testing {
 namespace {
 
-std::string sdk_dir() {
-  return test_util::cache_dir() + "/openai";
-}
-
 TEST(OpenAISdk, OfficialClientWorks) {
   if (!test_util::node_available())
     GTEST_SKIP() << "node is not installed (apt-get install nodejs npm)";
-  const std::string sdk = sdk_dir();
-  if (!std::filesystem::exists(sdk + "/node_modules/openai/package.json"))
-    GTEST_SKIP() << "the openai npm SDK is not installed in " << sdk
+  const std::string sdk = test_util::openai_sdk_dir();
+  if (const std::string pkg = test_util::missing_sdk_package({"openai"}); !pkg.empty())
+    GTEST_SKIP() << "the npm package " << pkg << " is not installed in " << sdk
                  << "; run scripts/install-openai-sdk.sh";
   ServerConfig sc = test_server_config();
   sc.api_keys = ApiKeys({"sk-sdk-test"});
@@ -32,14 +28,9 @@ TEST(OpenAISdk, OfficialClientWorks) {
                           "/v1' KVASIR_API_KEY='sk-sdk-test' KVASIR_MODEL='stories260K' " +
                           "timeout 120 node '" + std::string(KVASIR_SOURCE_DIR) +
                           "/tests/server/openai_sdk_test.mjs' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int rc = pclose(p);
-  EXPECT_EQ(rc, 0) << out;
+  const test_util::ScriptResult r = test_util::run_script(cmd);
+  const std::string& out = r.output;
+  EXPECT_EQ(r.status, 0) << out;
   EXPECT_NE(out.find("all ok"), std::string::npos) << out;
 }
 

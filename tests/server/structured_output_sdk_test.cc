@@ -22,11 +22,12 @@ std::string template_path(const std::string& name) {
 TEST(StructuredOutputSdk, SchemasZodJsonObjectAndToolCalls) {
   if (!test_util::node_available())
     GTEST_SKIP() << "node is not installed (apt-get install nodejs npm)";
-  const std::string sdk = test_util::cache_dir() + "/openai";
-  for (const char* pkg : {"openai", "zod", "ajv", "ajv-formats"})
-    if (!std::filesystem::exists(sdk + "/node_modules/" + pkg + "/package.json"))
-      GTEST_SKIP() << "the npm package " << pkg << " is not installed in " << sdk
-                   << "; run scripts/install-openai-sdk.sh";
+  const std::string sdk = test_util::openai_sdk_dir();
+  if (const std::string pkg =
+          test_util::missing_sdk_package({"openai", "zod", "ajv", "ajv-formats"});
+      !pkg.empty())
+    GTEST_SKIP() << "the npm package " << pkg << " is not installed in " << sdk
+                 << "; run scripts/install-openai-sdk.sh";
   EngineConfig ec = test_engine_config();
   ServerConfig hermes_cfg = test_server_config();
   hermes_cfg.chat_template =
@@ -46,16 +47,10 @@ TEST(StructuredOutputSdk, SchemasZodJsonObjectAndToolCalls) {
       " KVASIR_EOS_TOKEN=" + std::to_string(Stories260K::get().tok.eos_id()) +
       " timeout 300 node '" + std::string(KVASIR_SOURCE_DIR) +
       "/tests/server/structured_output_sdk_test.mjs' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int rc = pclose(p);
-  EXPECT_EQ(rc, 0) << out;
+  const test_util::ScriptResult r = test_util::run_script(cmd);
+  const std::string& out = r.output;
+  EXPECT_EQ(r.status, 0) << out;
   EXPECT_NE(out.find("all ok"), std::string::npos) << out;
-  if (std::getenv("KVASIR_TEST_VERBOSE")) std::printf("%s", out.c_str());
 }
 
 }  // namespace
