@@ -90,6 +90,15 @@ struct EmbeddingParams {
   int dimensions = 0;  // > 0: keep only the first `dimensions` values (before normalizing); <= dim
 };
 
+// Prompt scoring (GenerateRequest::score_prompt): how uncertain the model is over a prompt, from
+// its raw logits (temperature 1, no penalties, bias or grammar). A router asks a small model for
+// it to decide whether a request needs a larger one. Computed by engine/prompt_scorer.h.
+struct PromptScore {
+  int n = 0;                // positions scored: the prompt's tokens after the first (n_prompt - 1)
+  double mean_entropy = 0;  // mean over those positions of H(softmax(logits at position i-1)), nats
+  double mean_nll = 0;  // mean of -log p(prompt[i] | prompt[<i]), nats (prompt perplexity = exp)
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids (the server applies templates and tokenizes)
   SamplingParams params;
@@ -118,6 +127,19 @@ struct GenerateRequest {
   // and the mean is a double-precision sum in that order. submit() throws kvasir::Error for
   // pooling kNone or dimensions outside [0, dim].
   std::optional<EmbeddingParams> embedding;
+  // Prompt scoring: prefill only: the prompt's PromptScore under this model; no token is generated.
+  // The prompt is computed like any prompt (chunked, batched with other work; it may fill the
+  // whole context) and the request finishes (stop) with RequestOutput::prompt_score,
+  // completion_tokens 0. Every position's logits are needed, so it takes no prefix-cache hits
+  // (cached_tokens 0: it computes the whole prompt), but its full blocks are published to the
+  // prefix cache as a generation's are, so a later request with the same prompt finds them. The
+  // score does not depend on the batch, the chunking or preemptions (rows are scored in position
+  // order, summed in double). `params` are not used (temperature, truncation, seed, max_tokens and
+  // stop conditions are ignored), nor are the text options and `speculative`. submit() throws
+  // kvasir::Error when it is combined with `embedding` or `grammar`, or with params that would
+  // change the logits or ask for per-token output (logit_bias, penalties, logprobs): the score is
+  // of the raw logits, and no token is produced.
+  bool score_prompt = false;
 };
 
 struct TokenInfo {
@@ -135,6 +157,8 @@ struct RequestOutput {
   std::string error;  // set when the engine had to fail the request
   // Embedding requests: the pooled vector, on the final output (finish reason stop).
   std::vector<float> embedding;
+  // Prompt-scoring requests: the score, on the final output (finish reason stop).
+  std::optional<PromptScore> prompt_score;
   // Usage, cumulative; complete on the final output.
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache

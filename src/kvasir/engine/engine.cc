@@ -15,6 +15,7 @@
 #include "kvasir/engine/draft_proposer.h"
 #include "kvasir/engine/model_runner.h"
 #include "kvasir/engine/pooling.h"
+#include "kvasir/engine/prompt_scorer.h"
 #include "kvasir/engine/scheduler.h"
 #include "kvasir/engine/sequence.h"
 #include "kvasir/grammar/grammar.h"
@@ -165,8 +166,10 @@ struct Engine::Impl {
         max_len(max_len_),
         pool(c.threads),
         kv(static_cast<int32_t>(n_blocks), c.block_size, c.prefix_caching),
-        sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01}, kv),
-        runner(m, pool, runner_options(c, max_len_, n_blocks)),
+        sched(SchedulerConfig{c.max_seqs, c.max_batched_tokens, c.static_batching, 0.01,
+                              score_rows_per_step(m.config().n_vocab, c.max_batched_tokens)},
+              kv),
+        runner(m, pool, runner_options(c, max_len_, n_blocks, m.config().n_vocab)),
         monitor(AcceptanceMonitorConfig{c.spec.warn_acceptance, c.spec.window, c.spec.reprobe_steps,
                                         c.spec.probe}),
         kctl(std::min(4, spec_k_max(c.spec)), spec_k_max(c.spec)) {
@@ -189,7 +192,8 @@ struct Engine::Impl {
 
   static int spec_k_max(const SpecConfig& sc) { return std::max(1, sc.k > 0 ? sc.k : sc.k_max); }
 
-  static ModelRunnerOptions runner_options(const EngineConfig& c, int max_len, int64_t n_blocks) {
+  static ModelRunnerOptions runner_options(const EngineConfig& c, int max_len, int64_t n_blocks,
+                                           int n_vocab) {
     ModelRunnerOptions o;
     o.kv_blocks = n_blocks;
     o.block_size = c.block_size;
@@ -201,6 +205,10 @@ struct Engine::Impl {
       o.max_logit_rows = static_cast<int>(
           std::min<int64_t>(c.max_batched_tokens, int64_t{c.max_seqs} * (spec_k_max(c.spec) + 1)));
     o.max_logit_rows = std::max(o.max_logit_rows, c.max_seqs);
+    // Prompt scoring: a row per token of the scoring sequences, which the scheduler caps at
+    // score_rows_per_step() a step (prompt_scorer.h), on top of the other sequences' rows (at
+    // most the bound above: scoring sequences only take slots from them).
+    o.max_logit_rows += score_rows_per_step(n_vocab, c.max_batched_tokens);
     o.max_hidden_rows = c.max_batched_tokens;  // embeddings: at most every token of a step
     o.static_padding = c.static_batching && c.static_padding;
     o.max_seqs = c.max_seqs;
@@ -296,8 +304,19 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   for (int32_t t : req.prompt)
     if (t < 0 || t >= n_vocab)
       fail("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
-  if (req.embedding) {
-    // An embedding computes its prompt only: the prompt may fill the context.
+  if (req.score_prompt) {
+    if (req.embedding) fail("score_prompt: a request cannot both score its prompt and embed it");
+    if (!req.grammar.empty())
+      fail("score_prompt: a grammar constrains generated tokens, and scoring generates none");
+    if (!req.params.logit_bias.empty() || req.params.penalties_enabled())
+      fail(
+          "score_prompt: the score is of the model's raw logits; logit_bias and penalties "
+          "(repetition, frequency, presence) cannot apply to it");
+    if (req.params.logprobs || req.params.top_logprobs > 0)
+      fail("score_prompt: logprobs are per generated token, and scoring generates none");
+  }
+  if (req.embedding || req.score_prompt) {
+    // An embedding or a score computes its prompt only: the prompt may fill the context.
     if (n_prompt > I.max_len)
       fail("the input has {} tokens, but the context is {} tokens", n_prompt, I.max_len);
     req.params = SamplingParams{};
@@ -318,7 +337,7 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
     fail("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", n_prompt,
          max_tokens, I.max_len);
   }
-  if (req.embedding) max_tokens = 0;
+  if (req.embedding || req.score_prompt) max_tokens = 0;
   auto s = std::make_unique<Sequence>();
   s->sink = std::move(sink);
   s->tokens = req.prompt;
@@ -329,6 +348,7 @@ uint64_t Engine::submit(GenerateRequest req, OutputSink sink) {
   s->sampler->accept_prompt(req.prompt);
   if (req.embedding)
     s->pooler = std::make_unique<Pooler>(*req.embedding, I.model.config().dim, n_prompt);
+  if (req.score_prompt) s->scorer = std::make_unique<PromptScorer>(n_prompt, n_vocab);
   if (!req.grammar.empty()) {
     s->grammar = I.compiled_grammar(req.grammar, req.render_special);
     req.speculative = false;
@@ -657,6 +677,11 @@ void Engine::Impl::step() {
         w.hidden_begin = begin;
         w.hidden_end = end;
       }
+      if (s->scorer) {  // a score: the chunk's rows that predict a prompt token, nothing sampled
+        w.logits = s->scorer->rows_wanted(w.start, ss.n_new) > 0 ? Logits::kAll : Logits::kNone;
+        w.sampler = nullptr;
+        w.allowed = nullptr;
+      }
     }
     all_decode = all_decode && s->n_uncomputed() == 1;
     n_tokens += static_cast<int64_t>(w.tokens.size());
@@ -742,7 +767,7 @@ void Engine::Impl::update_from_output(const StepOutput& out) {
   // 1. Every sequence's new tokens are decided and appended; nothing is handed out yet.
   for (size_t i = 0; i < scheduled.size(); ++i) {
     Sequence* s = scheduled[i].seq;
-    if (work[i].logits == Logits::kAll) {
+    if (work[i].logits == Logits::kAll && !s->scorer) {
       uint64_t appended = 0;
       reasons[i] = verify(s, out.logits.data() + static_cast<size_t>(out.first_row[i]) * V, now,
                           appended, spec_judged, spec_accepted);
@@ -766,6 +791,24 @@ void Engine::Impl::update_from_output(const StepOutput& out) {
         s->pooler->add(before, scheduled[i].n_new, rows);
         if (s->pooler->complete()) {
           s->pending.embedding = s->pooler->finish();
+          reasons[i] = FinishReason::kStop;
+        }
+      } catch (const std::exception& e) {
+        s->pending.error = e.what();
+        reasons[i] = FinishReason::kAbort;
+      }
+      continue;
+    }
+    if (s->scorer) {
+      // A score takes this chunk's rows and finishes with its last token.
+      try {
+        const float* rows = out.first_row[i] >= 0
+                                ? out.logits.data() + static_cast<size_t>(out.first_row[i]) * V
+                                : nullptr;
+        s->scorer->add(before, scheduled[i].n_new, rows,
+                       std::span<const int32_t>(s->tokens).first(static_cast<size_t>(s->n_prompt)));
+        if (s->scorer->complete()) {
+          s->pending.prompt_score = s->scorer->finish();
           reasons[i] = FinishReason::kStop;
         }
       } catch (const std::exception& e) {

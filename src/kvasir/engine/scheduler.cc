@@ -24,6 +24,9 @@ void Scheduler::remove(Sequence* s) {
 void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>& preempted) {
   out.clear();
   int budget = cfg_.max_batched_tokens;
+  // Prompt scoring's own cap (a logits row per token), within the budget.
+  int score_budget = cfg_.max_score_tokens > 0 ? cfg_.max_score_tokens : budget;
+  auto cap = [&](const Sequence* s, int n) { return s->scorer ? std::min(n, score_budget) : n; };
   bool did_preempt = false;
 
   // 1. Running sequences, oldest first.
@@ -31,7 +34,7 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
     Sequence* s = running_[i];
     // A speculating sequence also computes its draft tokens (verification), as far as the budget
     // goes; draft tokens never cost a preemption: without room they are dropped.
-    int n_new = std::min(s->n_uncomputed() + static_cast<int>(s->draft.size()), budget);
+    int n_new = cap(s, std::min(s->n_uncomputed() + static_cast<int>(s->draft.size()), budget));
     if (n_new <= 0) {
       ++i;
       continue;
@@ -59,6 +62,7 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
     if (self_preempted) break;  // s was the last running sequence
     out.push_back({s, n_new});
     budget -= n_new;
+    if (s->scorer) score_budget -= n_new;
     ++i;
   }
   if (did_preempt) return;
@@ -71,13 +75,16 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
     Sequence* s = waiting_.front();
     const int total = static_cast<int>(s->tokens.size());
     int hit = 0;
-    // An embedding needs every token's hidden state: it computes its whole prompt.
-    if (kv_.prefix_caching() && !s->pooler) {
+    // A scoring sequence waits for the next step once the step's scoring tokens are spent.
+    if (s->scorer && score_budget <= 0) break;
+    // An embedding needs every token's hidden state, a scoring sequence every position's logits:
+    // they compute their whole prompt.
+    if (kv_.prefix_caching() && !s->pooler && !s->scorer) {
       // Keep at least one token to compute: its logits are the next prediction.
       hit = kv_.acquire_cached_prefix(s->tokens, (total - 1) / bs, s->kv);
       s->num_computed = hit;
     }
-    const int n_new = std::min(total - s->num_computed, budget);
+    const int n_new = cap(s, std::min(total - s->num_computed, budget));
     const int need = kv_.blocks_needed(s->kv, s->num_computed + n_new);
     if (kv_.n_free() - need < watermark && !running_.empty()) {
       kv_.free(s->kv);  // give back the prefix references; retry in a later step
@@ -93,13 +100,16 @@ void Scheduler::schedule(std::vector<ScheduledSeq>& out, std::vector<Sequence*>&
     if (!s->admitted_once) {
       s->admitted_once = true;
       s->cached_tokens = hit;
-      prefix_queries_ += static_cast<uint64_t>(s->n_prompt);
-      prefix_hits_ += static_cast<uint64_t>(hit);
+      if (!s->scorer) {  // a scoring sequence does not look its prompt up
+        prefix_queries_ += static_cast<uint64_t>(s->n_prompt);
+        prefix_hits_ += static_cast<uint64_t>(hit);
+      }
     }
     s->status = SeqStatus::kRunning;
     running_.push_back(s);
     out.push_back({s, n_new});
     budget -= n_new;
+    if (s->scorer) score_budget -= n_new;
   }
 }
 

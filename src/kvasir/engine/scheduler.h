@@ -8,9 +8,14 @@
 // to the *front* of the waiting queue, to be resumed first, recomputing its K/V — batch-invariant
 // kernels make the recomputation bit-identical). Then waiting sequences are admitted in order
 // while the budget, max_seqs and the cache allow, each reusing its longest cached prefix (except
-// an embedding request, Sequence::pooler: it needs every token's hidden state). No new sequence
+// an embedding request, Sequence::pooler: it needs every token's hidden state, and a prompt-scoring
+// request, Sequence::scorer: it needs every position's logits). No new sequence
 // is admitted in a step that had to preempt, and admission keeps a small watermark of free blocks
 // so a new prompt does not immediately force a preemption.
+// Prompt scoring needs a logits row per computed token: the tokens of scoring sequences in one
+// step are capped at max_score_tokens (their chunks are cut; a scoring sequence that finds the cap
+// reached waits for the next step, and admission stops at a waiting one), so the step's logits
+// rows stay within what the model runner holds.
 // static_batching (kept for comparison only): new sequences join only when none is running.
 // Speculation: a running sequence with draft tokens (Sequence::draft) asks for them on top of its
 // uncomputed token; the budget and the cache may cut the draft short (the draft is truncated to
@@ -35,7 +40,8 @@ struct SchedulerConfig {
   int max_seqs = 64;
   int max_batched_tokens = 512;
   bool static_batching = false;
-  double watermark = 0.01;  // fraction of blocks kept free when admitting
+  double watermark = 0.01;   // fraction of blocks kept free when admitting
+  int max_score_tokens = 0;  // tokens of prompt-scoring sequences per step; 0: no cap of its own
 };
 
 class Scheduler {

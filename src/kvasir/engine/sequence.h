@@ -10,6 +10,7 @@
 
 #include "kvasir/engine.h"
 #include "kvasir/engine/pooling.h"
+#include "kvasir/engine/prompt_scorer.h"
 #include "kvasir/grammar/token_matcher.h"
 #include "kvasir/kv/kv_cache_manager.h"
 #include "kvasir/sampling/sampler.h"
@@ -36,6 +37,9 @@ struct Sequence {
   std::shared_ptr<grammar::ConstrainedGrammar> grammar;
   std::unique_ptr<grammar::GrammarMatcher> matcher;
   std::unique_ptr<Pooler> pooler;  // embedding requests only: pools the prompt's hidden rows
+  // Prompt-scoring requests only: scores the prompt's logits rows (every position, so the
+  // scheduler never hands it prefix-cache hits and caps its tokens per step).
+  std::unique_ptr<PromptScorer> scorer;
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<StopMatcher> stop;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache (first admission)
