@@ -19,7 +19,7 @@ FROM debian:12-slim
 # The shared libraries bin/kvasir links (ldd build/release/kvasir).
 RUN apt-get update && apt-get install -y --no-install-recommends \
       libbrotli1 libcpp-httplib0.11 libfmt9 libhwy1 libicu72 libpcre2-32-0 libspdlog1.10 \
-      libssl3 libstdc++6 \
+      libssl3 libstdc++6 libtomlplusplus3 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home --shell /usr/sbin/nologin kvasir
 COPY --from=build /opt/kvasir/bin/kvasir /usr/local/bin/kvasir

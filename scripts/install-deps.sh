@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kvasir needs to build and test. Idempotent; skips apt when every
-# package is already installed (so it also works offline once set up).
+# package is already installed (so it also works offline once set up). libtomlplusplus-dev: the
+# server's kvasir.toml parser; prometheus: its promtool, which checks deploy/'s rules and metrics.
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libhwy-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev
-  libboost-dev libssl-dev
+  libboost-dev libssl-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libicu-dev
   nodejs
+  prometheus
 )
 # Tools that may come from outside dpkg (e.g. a newer npm): only installed when absent.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

@@ -31,8 +31,9 @@ std::string version_text() {
     isa = std::string("unavailable: ") + e.what();
   }
   return fmt::format(
-      "kvasir {}\ncommit:   {}\nbuild:    {}\ncompiler: {}\nkernels:  {}, chosen at run time",
-      b.version, b.commit, b.build_type, b.compiler, isa);
+      "kvasir {}\ncommit:   {}\nbuild:    {}\ncompiler: {}\nflags:    {}\nkernels:  {}, chosen at "
+      "run time",
+      b.version, b.commit, b.build_type, b.compiler, b.build_flags, isa);
 }
 
 int usage_error(const std::string& command, const std::string& msg) {

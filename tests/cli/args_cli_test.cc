@@ -165,10 +165,12 @@ TEST(CliArgs, VersionSaysWhatWasBuilt) {
   Result r = kvasir("--version");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("kvasir 0.", 0), 0u) << r.out;
-  for (const char* s : {"\ncommit:   ", "\nbuild:    ", "\ncompiler: ", "\nkernels:  cpu ("})
+  for (const char* s :
+       {"\ncommit:   ", "\nbuild:    ", "\ncompiler: ", "\nflags:    -", "\nkernels:  cpu ("})
     EXPECT_TRUE(has(r.out, s)) << s << "\n" << r.out;
   EXPECT_FALSE(has(r.out, "threads")) << r.out;  // the ISA, not the probe's thread count
   EXPECT_FALSE(has(r.out, "commit:   \n")) << r.out;
+  EXPECT_TRUE(has(r.out, "-ffp-contract=off")) << r.out;  // the project's own compile options
 }
 
 }  // namespace

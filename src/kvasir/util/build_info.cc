@@ -11,6 +11,9 @@
 #ifndef KVASIR_BUILD_TYPE
 #define KVASIR_BUILD_TYPE ""
 #endif
+#ifndef KVASIR_BUILD_FLAGS
+#define KVASIR_BUILD_FLAGS ""
+#endif
 
 namespace kvasir {
 
@@ -37,7 +40,8 @@ std::string compiler_name() {
 const BuildInfo& build_info() {
   static const BuildInfo info{or_default(KVASIR_BUILD_VERSION, "unknown"),
                               or_default(KVASIR_BUILD_COMMIT, "unknown"),
-                              or_default(KVASIR_BUILD_TYPE, "none"), compiler_name()};
+                              or_default(KVASIR_BUILD_TYPE, "none"), compiler_name(),
+                              or_default(KVASIR_BUILD_FLAGS, "none")};
   return info;
 }
 
