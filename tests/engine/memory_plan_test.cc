@@ -133,6 +133,68 @@ TEST(MemoryPlan, LargestBatchAtContext) {
   EXPECT_EQ(p.max_batch_fit, 10);
 }
 
+// Several models in one budget: weights and activations first, one margin, the KV cache split by
+// need (max_seqs full sequences each) or by the shares given; what a model cannot use goes to the
+// others.
+TEST(MemoryPlan, SharedBudgetSplitsTheKvCacheBetweenModels) {
+  const ModelConfig a = stories260k(), b = llama2_7b();
+  auto input = [](const std::string& name, const ModelConfig& c, int64_t weights, int ctx, int seqs,
+                  double share = 0) {
+    SharedPlanInput in;
+    in.name = name;
+    in.config = &c;
+    in.weight_bytes = weights;
+    in.options.ctx = ctx;
+    in.options.max_seqs = seqs;
+    in.share = share;
+    return in;
+  };
+  const int64_t margin = int64_t{64} << 20;
+  // Enough for everything both models can use: each gets its full need.
+  std::vector<Plan> p = plan_memory_shared(
+      {input("small", a, 1 << 20, 256, 4), input("big", b, int64_t{1} << 30, 256, 2)},
+      int64_t{8} << 30, margin);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].kv_blocks, 4 * 16);
+  EXPECT_EQ(p[1].kv_blocks, 2 * 16);
+  EXPECT_EQ(p[0].margin_bytes + p[1].margin_bytes, margin);
+  // Tight: the KV budget is split in proportion to need; both still hold a full sequence.
+  Plan alone_b = plan_memory(b, int64_t{1} << 30, PlanOptions{int64_t{8} << 30, 256, 8, 512});
+  Plan alone_a = plan_memory(a, 1 << 20, PlanOptions{int64_t{8} << 30, 256, 8, 512});
+  const int64_t fixed =
+      (1 << 20) + alone_a.activation_bytes + (int64_t{1} << 30) + alone_b.activation_bytes + margin;
+  const int64_t kv = 4 * 16 * alone_b.kv_bytes_per_block;  // half of b's need (8 sequences)
+  p = plan_memory_shared(
+      {input("small", a, 1 << 20, 256, 8), input("big", b, int64_t{1} << 30, 256, 8)}, fixed + kv,
+      margin);
+  EXPECT_GE(p[1].kv_blocks, 3 * 16);
+  EXPECT_LT(p[1].kv_blocks, 8 * 16);
+  EXPECT_GE(p[0].kv_blocks, 16);
+  EXPECT_LE(p[0].kv_bytes() + p[1].kv_bytes(), kv);
+  // Explicit shares, both models needing more than theirs: a quarter and three quarters.
+  const int64_t fixed_bb = 2 * ((int64_t{1} << 30) + alone_b.activation_bytes) + margin;
+  p = plan_memory_shared({input("b1", b, int64_t{1} << 30, 256, 8, 0.25),
+                          input("b2", b, int64_t{1} << 30, 256, 8, 0.75)},
+                         fixed_bb + kv, margin);
+  EXPECT_EQ(p[0].kv_blocks, 16);
+  EXPECT_EQ(p[1].kv_blocks, 3 * 16);
+  // Too little for one sequence each: refused, naming every model.
+  try {
+    plan_memory_shared(
+        {input("small", a, 1 << 20, 256, 8), input("big", b, int64_t{1} << 30, 256, 8)}, fixed,
+        margin);
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot hold the 2 models"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("'big'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(plan_memory_shared({input("a", a, 1 << 20, 256, 8, 0.7),
+                                   input("b", b, int64_t{1} << 30, 256, 8, 0.7)},
+                                  int64_t{8} << 30, margin),
+               Error);
+}
+
 TEST(MemoryPlan, RefusesWhenOneSequenceDoesNotFit) {
   PlanOptions o;
   o.memory_bytes = int64_t{7} << 30;

@@ -260,7 +260,7 @@ TEST_F(EmbeddingsApi, RefusalsNameTheField) {
 
 TEST_F(EmbeddingsApi, UsageIsBilledAndCounted) {
   const double prompt0 = metric("kvasir_request_prompt_tokens_total", {"stories260K", "none"});
-  const double stop0 = metric("kvasir_requests_total", {"stop"});
+  const double stop0 = metric("kvasir_requests_total", {"stories260K", "stop"});
   const double cost0 = metric("kvasir_cost_usd_total", {"stories260K", "none"});
   const HttpResult r = embed(Json{{"input", Json::array({"one", "two words", "and three words"})}});
   ASSERT_EQ(r.status, 200);
@@ -268,7 +268,7 @@ TEST_F(EmbeddingsApi, UsageIsBilledAndCounted) {
   EXPECT_EQ(n, static_cast<int64_t>(encode("one").size() + encode("two words").size() +
                                     encode("and three words").size()));
   EXPECT_EQ(metric("kvasir_request_prompt_tokens_total", {"stories260K", "none"}), prompt0 + n);
-  EXPECT_EQ(metric("kvasir_requests_total", {"stop"}), stop0 + 3);
+  EXPECT_EQ(metric("kvasir_requests_total", {"stories260K", "stop"}), stop0 + 3);
   // Input price 0.15 USD per 1M tokens (test_server_config), no cached tokens.
   EXPECT_NEAR(r.json["usage"]["cost_usd"].get<double>(), n * 0.15 / 1e6, 1e-12);
   EXPECT_NEAR(metric("kvasir_cost_usd_total", {"stories260K", "none"}) - cost0, n * 0.15 / 1e6,

@@ -35,28 +35,28 @@ TEST_F(ServerMetrics, EveryNameAfterTraffic) {
         "kvasir_inter_token_latency_seconds_bucket",
         "kvasir_e2e_request_latency_seconds_bucket",
         "kvasir_queue_time_seconds_bucket",
-        "kvasir_kv_cache_usage_ratio ",
-        "kvasir_kv_cache_pressure ",
-        "kvasir_requests_running ",
-        "kvasir_requests_waiting ",
-        "kvasir_prompt_tokens_total ",
-        "kvasir_generation_tokens_total ",
-        "kvasir_preemptions_total ",
-        "kvasir_prefix_cache_queries_total ",
-        "kvasir_prefix_cache_hits_total ",
-        "kvasir_requests_total{finish_reason=\"length\"} ",
+        "kvasir_kv_cache_usage_ratio{model=\"stories260K\"} ",
+        "kvasir_kv_cache_pressure{model=\"stories260K\"} ",
+        "kvasir_requests_running{model=\"stories260K\"} ",
+        "kvasir_requests_waiting{model=\"stories260K\"} ",
+        "kvasir_prompt_tokens_total{model=\"stories260K\"} ",
+        "kvasir_generation_tokens_total{model=\"stories260K\"} ",
+        "kvasir_preemptions_total{model=\"stories260K\"} ",
+        "kvasir_prefix_cache_queries_total{model=\"stories260K\"} ",
+        "kvasir_prefix_cache_hits_total{model=\"stories260K\"} ",
+        "kvasir_requests_total{model=\"stories260K\",finish_reason=\"length\"} ",
         "kvasir_cost_usd_total{model=\"stories260K\",key=\"none\"} ",
         "kvasir_request_prompt_tokens_total{model=\"stories260K\",key=\"none\"} ",
         "kvasir_http_responses_total{status=\"200\"} ",
         "# TYPE kvasir_time_to_first_token_seconds histogram",
         "# TYPE kvasir_cost_usd_total counter",
         "# TYPE kvasir_kv_cache_usage_ratio gauge",
-        "kvasir_time_to_first_token_seconds_bucket{le=\"+Inf\"} "})
+        "kvasir_time_to_first_token_seconds_bucket{model=\"stories260K\",le=\"+Inf\"} "})
     EXPECT_NE(m.body.find(std::string("\n") + name), std::string::npos) << name << "\n" << m.body;
-  EXPECT_GE(metric("kvasir_time_to_first_token_seconds"), 2);
-  EXPECT_GE(metric("kvasir_inter_token_latency_seconds"), 7);
-  EXPECT_GT(metric("kvasir_generation_tokens_total"), 0);
-  EXPECT_GT(metric("kvasir_prompt_tokens_total"), 0);
+  EXPECT_GE(metric("kvasir_time_to_first_token_seconds", {"stories260K"}), 2);
+  EXPECT_GE(metric("kvasir_inter_token_latency_seconds", {"stories260K"}), 7);
+  EXPECT_GT(metric("kvasir_generation_tokens_total", {"stories260K"}), 0);
+  EXPECT_GT(metric("kvasir_prompt_tokens_total", {"stories260K"}), 0);
   // Every sample line is "name{labels} value" with a parseable value.
   std::istringstream lines(m.body);
   std::string line;
@@ -75,7 +75,7 @@ TEST_F(ServerMetrics, CostAndTokensAccumulate) {
   const double cost0 = metric("kvasir_cost_usd_total", kModelKey);
   const double prompt0 = metric("kvasir_request_prompt_tokens_total", kModelKey);
   const double gen0 = metric("kvasir_request_generation_tokens_total", kModelKey);
-  const double len0 = metric("kvasir_requests_total", {"length"});
+  const double len0 = metric("kvasir_requests_total", {"stories260K", "length"});
   double cost = 0;
   int64_t prompt = 0, gen = 0;
   for (int i = 0; i < 3; ++i) {
@@ -94,7 +94,7 @@ TEST_F(ServerMetrics, CostAndTokensAccumulate) {
   EXPECT_NEAR(metric("kvasir_cost_usd_total", kModelKey) - cost0, cost, 1e-12);
   EXPECT_EQ(metric("kvasir_request_prompt_tokens_total", kModelKey) - prompt0, prompt);
   EXPECT_EQ(metric("kvasir_request_generation_tokens_total", kModelKey) - gen0, gen);
-  EXPECT_EQ(metric("kvasir_requests_total", {"length"}) - len0, 6);
+  EXPECT_EQ(metric("kvasir_requests_total", {"stories260K", "length"}) - len0, 6);
   EXPECT_GT(cost, 0);
 }
 
@@ -105,7 +105,7 @@ TEST_F(ServerMetrics, PrefixCacheHitIsBilledAtTheCachedPrice) {
   HttpResult a = post(port(), "/v1/completions", req);
   ASSERT_EQ(a.status, 200) << a.body;
   (void)get(port(), "/metrics");
-  const double hits_before = metric("kvasir_prefix_cache_hits_total");
+  const double hits_before = metric("kvasir_prefix_cache_hits_total", {"stories260K"});
   HttpResult b = post(port(), "/v1/completions", req);
   ASSERT_EQ(b.status, 200) << b.body;
   EXPECT_EQ(a.json["choices"][0]["text"], b.json["choices"][0]["text"]);
@@ -117,7 +117,7 @@ TEST_F(ServerMetrics, PrefixCacheHitIsBilledAtTheCachedPrice) {
               ((p - c) * 0.15 + c * 0.075 + u["completion_tokens"].get<int64_t>() * 0.60) / 1e6,
               1e-15);
   (void)get(port(), "/metrics");  // refreshes the engine counters
-  EXPECT_GE(metric("kvasir_prefix_cache_hits_total") - hits_before, static_cast<double>(c));
+  EXPECT_GE(metric("kvasir_prefix_cache_hits_total", {"stories260K"}) - hits_before, static_cast<double>(c));
   EXPECT_GT(metric("kvasir_request_cached_tokens_total", kModelKey), 0);
 }
 

@@ -74,7 +74,7 @@ TEST_F(ServerStream, SixtyFourConcurrentClients) {
 }
 
 TEST_F(ServerStream, DisconnectAbortsAndFreesBlocks) {
-  const double aborts_before = metric("kvasir_requests_total", {"abort"});
+  const double aborts_before = metric("kvasir_requests_total", {"stories260K", "abort"});
   const uint64_t generated_before = srv->engine->stats().generation_tokens;
   const Tokenizer& tok = Stories260K::get().tok;
   // 2000 tokens take far longer than noticing the hang-up does.
@@ -90,7 +90,7 @@ TEST_F(ServerStream, DisconnectAbortsAndFreesBlocks) {
   EXPECT_TRUE(wait_blocks_free(*srv->engine, 10)) << srv->engine->stats().kv_blocks_used;
   wait_for([&] { return srv->server->in_flight() == 0; }, 5, std::chrono::milliseconds(5));
   EXPECT_EQ(srv->server->in_flight(), 0);
-  EXPECT_EQ(metric("kvasir_requests_total", {"abort"}), aborts_before + 1);
+  EXPECT_EQ(metric("kvasir_requests_total", {"stories260K", "abort"}), aborts_before + 1);
   // Far fewer than 2000 tokens were generated before the abort.
   EXPECT_LT(srv->engine->stats().generation_tokens - generated_before, 2000u);
   // The server still serves.
@@ -99,7 +99,7 @@ TEST_F(ServerStream, DisconnectAbortsAndFreesBlocks) {
 }
 
 TEST_F(ServerStream, DisconnectOfOneChoiceAbortsAll) {
-  const double aborts_before = metric("kvasir_requests_total", {"abort"});
+  const double aborts_before = metric("kvasir_requests_total", {"stories260K", "abort"});
   Json req{{"prompt", "Once"},
            {"max_tokens", 1500},
            {"temperature", 0.8},
@@ -112,12 +112,12 @@ TEST_F(ServerStream, DisconnectOfOneChoiceAbortsAll) {
   EXPECT_TRUE(wait_blocks_free(*srv->engine, 10)) << srv->engine->stats().kv_blocks_used;
   wait_for([&] { return srv->server->in_flight() == 0; }, 5, std::chrono::milliseconds(5));
   // All four choices were aborted, not run to their 1500 tokens.
-  EXPECT_EQ(metric("kvasir_requests_total", {"abort"}), aborts_before + 4);
+  EXPECT_EQ(metric("kvasir_requests_total", {"stories260K", "abort"}), aborts_before + 4);
 }
 
 // A non-streaming client that gives up (its read timeout) aborts its generation too.
 TEST_F(ServerStream, NonStreamingClientThatHangsUpIsAborted) {
-  const double aborts_before = metric("kvasir_requests_total", {"abort"});
+  const double aborts_before = metric("kvasir_requests_total", {"stories260K", "abort"});
   const uint64_t generated_before = srv->engine->stats().generation_tokens;
   const Tokenizer& tok = Stories260K::get().tok;
   Json req{{"prompt", Json::array({tok.bos_id()})},
@@ -134,7 +134,7 @@ TEST_F(ServerStream, NonStreamingClientThatHangsUpIsAborted) {
   EXPECT_TRUE(wait_blocks_free(*srv->engine, 10)) << srv->engine->stats().kv_blocks_used;
   wait_for([&] { return srv->server->in_flight() == 0; }, 5, std::chrono::milliseconds(5));
   EXPECT_EQ(srv->server->in_flight(), 0);
-  EXPECT_EQ(metric("kvasir_requests_total", {"abort"}), aborts_before + 2);
+  EXPECT_EQ(metric("kvasir_requests_total", {"stories260K", "abort"}), aborts_before + 2);
   EXPECT_LT(srv->engine->stats().generation_tokens - generated_before, 4000u);
   EXPECT_EQ(post(srv->port, "/v1/completions", Json{{"prompt", "Hi"}, {"max_tokens", 2}}).status,
             200);

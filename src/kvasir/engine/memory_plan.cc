@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "kvasir/engine/prompt_scorer.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir {
@@ -28,7 +29,9 @@ int64_t activation_bytes(const ModelConfig& c, const PlanOptions& o) {
   // codes, scales and sums of quantized weights (about 1.3 bytes a value).
   const int64_t widest = std::max({int64_t{c.dim}, int64_t{c.q_dim()}, int64_t{c.ffn_dim}});
   const int64_t per_token_prepared = 4 * widest;
-  const int64_t rows = std::min<int64_t>(n, o.max_seqs);
+  // Sampling rows, plus the rows a prompt-scoring chunk may ask for (prompt_scorer.h).
+  const int64_t rows = std::min<int64_t>(n, o.max_seqs) +
+                       score_rows_per_step(c.n_vocab, static_cast<int>(n));
   const int64_t logits = rows * (int64_t{c.n_vocab} + c.dim) * 4;
   return 2 * (n * (per_token_f32 * 4 + per_token_prepared) + logits);
 }
@@ -105,6 +108,79 @@ Plan plan_memory(const ModelConfig& c, int64_t weight_bytes, const PlanOptions& 
   p.max_batch_fit = p.kv_blocks_fit / p.blocks_per_seq;
   p.max_batch_at_ctx = static_cast<int>(std::min<int64_t>(p.max_batch_fit, o.max_seqs));
   return p;
+}
+
+std::vector<Plan> plan_memory_shared(const std::vector<SharedPlanInput>& models,
+                                     int64_t memory_bytes, int64_t margin_bytes) {
+  if (models.empty()) fail("memory plan: no model");
+  if (memory_bytes <= 0) fail("--memory: must be > 0, got {} bytes", memory_bytes);
+  const auto n = static_cast<int64_t>(models.size());
+  // Each model alone with an unlimited budget: its fixed bytes and what its KV cache can use.
+  std::vector<Plan> alone;
+  std::vector<int64_t> fixed(models.size()), need(models.size()), one_seq(models.size());
+  int64_t fixed_total = margin_bytes, share_total_need = 0;
+  double share_sum = 0;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const SharedPlanInput& m = models[i];
+    if (m.share < 0 || m.share > 1)
+      fail("model '{}': memory_share must be in [0, 1], got {}", m.name, m.share);
+    share_sum += m.share;
+    PlanOptions o = m.options;
+    o.margin_bytes = 0;
+    o.memory_bytes = int64_t{1} << 60;
+    Plan p = plan_memory(*m.config, m.weight_bytes, o);
+    fixed[i] = m.weight_bytes + p.activation_bytes;
+    need[i] = p.blocks_per_seq * o.max_seqs * p.kv_bytes_per_block;
+    one_seq[i] = p.blocks_per_seq * p.kv_bytes_per_block;
+    fixed_total += fixed[i];
+    if (m.share == 0) share_total_need += need[i];
+    alone.push_back(p);
+  }
+  if (share_sum > 1 + 1e-9) fail("memory_share: the models' shares add up to {} (> 1)", share_sum);
+  const int64_t kv_budget = memory_bytes - fixed_total;
+  int64_t min_total = fixed_total;
+  for (int64_t b : one_seq) min_total += b;
+  if (kv_budget < 0 || memory_bytes < min_total) {
+    std::string parts;
+    for (size_t i = 0; i < models.size(); ++i)
+      parts += fmt::format("{}'{}': weights + activations {}, one {}-token sequence's KV {}",
+                           i ? "; " : "", models[i].name, format_size(fixed[i]), alone[i].ctx,
+                           format_size(one_seq[i]));
+    fail(
+        "memory plan: {} cannot hold the {} models: {}; margin {}; needed at least {}; raise "
+        "--memory, lower a context, or serve fewer models",
+        format_size(memory_bytes), n, parts, format_size(margin_bytes), format_size(min_total));
+  }
+  // Shares first, then the rest by need; what a model cannot use goes back to the others.
+  std::vector<int64_t> kv(models.size(), 0);
+  const double by_need = 1.0 - share_sum;
+  for (size_t i = 0; i < models.size(); ++i) {
+    const double frac = models[i].share > 0    ? models[i].share
+                        : share_total_need > 0 ? by_need * static_cast<double>(need[i]) /
+                                                     static_cast<double>(share_total_need)
+                                               : 0.0;
+    kv[i] = std::min(need[i], static_cast<int64_t>(frac * static_cast<double>(kv_budget)));
+  }
+  int64_t left = kv_budget;
+  for (int64_t k : kv) left -= k;
+  for (size_t i = 0; i < models.size() && left > 0; ++i) {
+    const int64_t more = std::min(left, need[i] - kv[i]);
+    kv[i] += more;
+    left -= more;
+  }
+  std::vector<Plan> plans;
+  for (size_t i = 0; i < models.size(); ++i) {
+    PlanOptions o = models[i].options;
+    o.margin_bytes = margin_bytes / n;
+    o.memory_bytes = fixed[i] + o.margin_bytes + kv[i];
+    try {
+      plans.push_back(plan_memory(*models[i].config, models[i].weight_bytes, o));
+    } catch (const Error& e) {
+      fail("model '{}': its share of the KV budget ({} of {}) {}", models[i].name,
+           format_size(kv[i]), format_size(kv_budget), e.what());
+    }
+  }
+  return plans;
 }
 
 std::string describe_plan(const Plan& p) {

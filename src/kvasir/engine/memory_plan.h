@@ -10,7 +10,8 @@
 //                tokens (the f32 buffers Model::forward keeps: 2 x dim, 2 x q_dim, 2 x kv_dim,
 //                2 x ffn_dim per token, plus one int8 copy of the widest input row per token for
 //                quantized matmuls or one f32 copy, regrouped in token tiles, for float ones)
-//                and max_seqs rows of logits (n_vocab + dim floats each),
+//                and max_seqs rows of logits (n_vocab + dim floats each) plus the rows a
+//                prompt-scoring chunk may fill (score_rows_per_step, engine/prompt_scorer.h),
 //                doubled for the sampler's and the engine's per-row buffers.
 //   margin       a fixed headroom (PlanOptions::margin_bytes, 64 MiB by default) for the
 //                allocator, thread stacks, the tokenizer and the HTTP server.
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvasir/model/config.h"
 #include "kvasir/tensor/dtype.h"
@@ -78,6 +80,25 @@ std::string kv_bytes_per_token_formula(const ModelConfig& config, KVCacheType kv
 
 // Throws kvasir::Error for invalid options or a budget that cannot hold one full sequence.
 Plan plan_memory(const ModelConfig& config, int64_t weight_bytes, const PlanOptions& options);
+
+// Several models in one budget (multi-model serving): every model's weights and activations
+// first, one margin (margin_bytes) for the process, and the KV cache's share of the rest split
+// between the models: by `share` (fractions of that rest, summing to at most 1) where given, the
+// remainder by need (each model's max_seqs full-length sequences, in proportion to their bytes);
+// a model that needs less than its share leaves the difference to the others. Each Plan is what
+// plan_memory() gives for that model's share (its memory_bytes: weights + activations + its part
+// of the margin + its KV share). Throws kvasir::Error naming the model whose share cannot hold one
+// full-length sequence, and the memory missing for all of them.
+struct SharedPlanInput {
+  std::string name;
+  const ModelConfig* config = nullptr;
+  int64_t weight_bytes = 0;
+  PlanOptions options;  // memory_bytes and margin_bytes are ignored
+  double share = 0;     // fraction of the KV budget; 0: by need
+};
+std::vector<Plan> plan_memory_shared(const std::vector<SharedPlanInput>& models,
+                                     int64_t memory_bytes,
+                                     int64_t margin_bytes = int64_t{64} << 20);
 
 // A human-readable report of a plan (what `kvasir plan` prints).
 std::string describe_plan(const Plan& plan);

@@ -27,10 +27,9 @@ std::string input_name(const EmbeddingRequest& er, size_t i) {
 }
 
 // Token ids of every input, checked against the vocabulary and the context.
-std::vector<std::vector<int32_t>> tokenize_inputs(const RouteContext& ctx,
-                                                  const EmbeddingRequest& er) {
-  const Tokenizer& tok = ctx.tok;
-  const int64_t ctx_len = ctx.engine.max_model_len();
+std::vector<std::vector<int32_t>> tokenize_inputs(const ModelSlot& m, const EmbeddingRequest& er) {
+  const Tokenizer& tok = m.tok;
+  const int64_t ctx_len = m.engine.max_model_len();
   // A text token covers at most the vocabulary's longest token text (at least 4 bytes: one UTF-8
   // character as an unknown token), so a text of B bytes has at least B / that many tokens: a
   // text too long for the context is refused before it is tokenized (check_text_size's bound;
@@ -77,16 +76,16 @@ int64_t total_tokens(const std::vector<std::vector<int32_t>>& inputs) {
 
 // Registers the generation in ctx.live and submits one engine request per input; on a refusal
 // aborts what was submitted and throws 400.
-std::shared_ptr<Generation> submit_inputs(RouteContext& ctx,
+std::shared_ptr<Generation> submit_inputs(RouteContext& ctx, ModelSlot& m,
                                           std::vector<std::vector<int32_t>> inputs,
                                           const EmbeddingParams& params, const std::string& key,
                                           double start) {
   const int n = static_cast<int>(inputs.size());
-  check_capacity(ctx, n);
+  check_capacity(ctx, m, n);
   Usage usage;
   usage.prompt_tokens = total_tokens(inputs);
-  auto on_done = [&ctx, usage, key](Generation& g) {
-    ctx.metrics.record(g, usage, usage.cost_usd(ctx.cfg.prices), ctx.cfg.model_name, key);
+  auto on_done = [&ctx, &m, usage, key](Generation& g) {
+    ctx.metrics.record(g, usage, usage.cost_usd(m.prices), m.name, key);
     {
       std::lock_guard<std::mutex> lock(ctx.live_mu);
       ctx.live.erase(&g);
@@ -96,7 +95,7 @@ std::shared_ptr<Generation> submit_inputs(RouteContext& ctx,
   auto gen = std::make_shared<Generation>(n, start, on_done);
   {
     std::lock_guard<std::mutex> lock(ctx.live_mu);
-    ctx.live[gen.get()] = gen;
+    ctx.live[gen.get()] = {gen, &m.engine};
   }
   for (int i = 0; i < n; ++i) {
     GenerateRequest r;
@@ -104,11 +103,11 @@ std::shared_ptr<Generation> submit_inputs(RouteContext& ctx,
     r.api_key = key;
     r.embedding = params;
     try {
-      const uint64_t id = ctx.engine.submit(std::move(r), gen->sink(i));
+      const uint64_t id = m.engine.submit(std::move(r), gen->sink(i));
       gen->set_submitted(i, id);
     } catch (const std::exception& e) {
       for (int k = i; k < n; ++k) gen->mark_not_submitted(k, FinishReason::kAbort);
-      gen->abort(ctx.engine);
+      gen->abort(m.engine);
       const std::string msg = e.what();
       throw ApiError::bad_request(msg, msg.rfind("dimensions", 0) == 0 ? "dimensions" : "input");
     }
@@ -145,20 +144,20 @@ void embeddings(RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
   const double start = now_seconds();
   const Json body = parse_json_body(req.body);
   const EmbeddingRequest er = parse_embedding_request(body);
-  check_model(ctx, er.model);
-  if (ctx.cfg.embedding_pooling == Pooling::kNone)
+  ModelSlot& m = ctx.model(er.model);
+  if (m.embedding_pooling == Pooling::kNone)
     throw ApiError::bad_request(
         "This server pools with 'none' (one vector per token), which cannot answer "
         "/v1/embeddings; start it with --pooling mean, cls or last.",
         {}, "pooling_none");
-  std::vector<std::vector<int32_t>> inputs = tokenize_inputs(ctx, er);
+  std::vector<std::vector<int32_t>> inputs = tokenize_inputs(m, er);
   const int64_t prompt_tokens = total_tokens(inputs);
   EmbeddingParams params;
-  params.pooling = ctx.cfg.embedding_pooling;
+  params.pooling = m.embedding_pooling;
   params.normalize = true;
   params.dimensions = er.dimensions;
   const size_t n = inputs.size();
-  std::shared_ptr<Generation> gen = submit_inputs(ctx, std::move(inputs), params, key, start);
+  std::shared_ptr<Generation> gen = submit_inputs(ctx, m, std::move(inputs), params, key, start);
 
   std::vector<std::vector<float>> vectors(n);
   std::vector<std::string> errors(n);
@@ -170,7 +169,7 @@ void embeddings(RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
     done = gen->wait(events, 0.1);
     if (!done && !client_gone && client.client_gone()) {
       client_gone = true;  // a client that hung up aborts its request
-      gen->abort(ctx.engine);
+      gen->abort(m.engine);
     }
     for (Generation::Event& e : events) {
       if (!e.output.finished) continue;
@@ -213,10 +212,10 @@ void embeddings(RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
   Json out;
   out["object"] = "list";
   out["data"] = std::move(data);
-  out["model"] = ctx.cfg.model_name;
+  out["model"] = m.name;
   out["usage"] = Json{{"prompt_tokens", prompt_tokens},
                       {"total_tokens", prompt_tokens},
-                      {"cost_usd", u.cost_usd(ctx.cfg.prices)}};
+                      {"cost_usd", u.cost_usd(m.prices)}};
   ctx.send_json(res, 200, out);
 }
 

@@ -1,10 +1,10 @@
 // POST /v1/embeddings: one vector per input, OpenAI's shape.
 //
-// The body is parsed by embedding_request.h and the model checked (check_model). Each text input
-// is encoded with special tokens added and parsed (BOS where the vocabulary adds it, as
-// llama-server's embeddings do), token-id inputs are taken as given; an input with a token id
-// outside the vocabulary is 400 (param "input"), one longer than the context 400
-// context_length_exceeded naming input[i] (an embedding may fill the whole context: nothing is
+// The body is parsed by embedding_request.h and the model chosen (RouteContext::model: a served
+// model, not a route). Each text input is encoded with special tokens added and parsed (BOS where
+// the vocabulary adds it, as llama-server's embeddings do), token-id inputs are taken as given; an
+// input with a token id outside the vocabulary is 400 (param "input"), one longer than the context
+// 400 context_length_exceeded naming input[i] (an embedding may fill the whole context: nothing is
 // generated after it). Every input is then submitted to the engine at once as an embedding
 // request (GenerateRequest::embedding: the server's pooling, ServerConfig::embedding_pooling;
 // normalized; `dimensions`), so the inputs batch with each other and with whatever else runs;

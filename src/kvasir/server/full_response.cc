@@ -41,7 +41,7 @@ void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& r
     done = gen.wait(events, 0.1);
     if (!done && !client_gone && client.client_gone()) {
       client_gone = true;  // a client that hung up aborts its generation
-      gen.abort(ctx.engine);
+      gen.abort(job.model->engine);
     }
     for (auto& e : events) {
       ChoiceResult& r = results[static_cast<size_t>(e.choice)];
@@ -69,7 +69,7 @@ void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& r
   body["id"] = job.id;
   body["object"] = job.chat ? "chat.completion" : "text_completion";
   body["created"] = job.created;
-  body["model"] = ctx.cfg.model_name;
+  body["model"] = job.model->name;
   body["choices"] = Json::array();
   for (int c = 0; c < job.n_choices(); ++c) {
     const ChoiceResult& r = results[static_cast<size_t>(c)];
@@ -96,31 +96,31 @@ void full_response(RouteContext& ctx, const ClientState& client, HttpResponse& r
         if (r.reason == FinishReason::kStop) finish = "tool_calls";
       }
       choice["message"] = std::move(msg);
-      choice["logprobs"] =
-          job.chat_logprobs
-              ? Json{{"content", chat_logprobs_content(r.tokens, ctx.tok, job.chat_top_logprobs)},
-                     {"refusal", nullptr}}
-              : Json(nullptr);
+      choice["logprobs"] = job.chat_logprobs
+                               ? Json{{"content", chat_logprobs_content(r.tokens, job.model->tok,
+                                                                        job.chat_top_logprobs)},
+                                      {"refusal", nullptr}}
+                               : Json(nullptr);
     } else if (job.chat) {
       choice["message"] = Json{{"role", "assistant"}, {"content", r.text}};
-      choice["logprobs"] =
-          job.chat_logprobs
-              ? Json{{"content", chat_logprobs_content(r.tokens, ctx.tok, job.chat_top_logprobs)},
-                     {"refusal", nullptr}}
-              : Json(nullptr);
+      choice["logprobs"] = job.chat_logprobs
+                               ? Json{{"content", chat_logprobs_content(r.tokens, job.model->tok,
+                                                                        job.chat_top_logprobs)},
+                                      {"refusal", nullptr}}
+                               : Json(nullptr);
     } else {
       const std::string echo =
           job.echo.empty() ? std::string() : job.echo[static_cast<size_t>(job.prompt_of(c))];
       choice["text"] = echo + r.text;
       int64_t offset = static_cast<int64_t>(echo.size());
       choice["logprobs"] = job.completion_logprobs >= 0
-                               ? completion_logprobs(r.tokens, ctx.tok, offset)
+                               ? completion_logprobs(r.tokens, job.model->tok, offset)
                                : Json(nullptr);
     }
     choice["finish_reason"] = std::move(finish);
     body["choices"].push_back(std::move(choice));
   }
-  body["usage"] = usage_of(job, gen).to_json(ctx.cfg.prices);
+  body["usage"] = usage_json(job, gen);
   ctx.send_json(res, 200, body);
 }
 

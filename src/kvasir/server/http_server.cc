@@ -24,10 +24,14 @@ namespace kvasir::server {
 
 namespace {
 
-ListenerOptions listener_options(const ServerConfig& cfg, const Engine& engine) {
+ListenerOptions listener_options(const RouteContext& ctx) {
+  const ServerConfig& cfg = ctx.cfg;
   ListenerOptions o;
   int threads = cfg.http_threads;
-  if (threads <= 0) threads = engine.config().max_seqs + std::max(cfg.max_queue, 0) + 16;
+  if (threads <= 0) {
+    threads = std::max(cfg.max_queue, 0) + 16;
+    for (const auto& m : ctx.models) threads += m->engine.config().max_seqs;
+  }
   o.worker_threads = std::clamp(threads, 4, 4096);
   o.max_pending = std::max(64, 2 * o.worker_threads);
   o.limits = cfg.transport;
@@ -42,21 +46,44 @@ struct HttpServer::Impl {
   std::unique_ptr<HttpListener> listener;
   std::atomic<bool> stopped{false};
 
-  Impl(Engine& e, const Tokenizer& t, ServerConfig c) : ctx(e, t, std::move(c)), router(ctx) {}
+  Impl(std::vector<ServedModel> m, ServerConfig c) : ctx(std::move(m), std::move(c)), router(ctx) {}
 
   void abort_all() {
-    std::vector<std::shared_ptr<Generation>> gens;
+    std::vector<RouteContext::Live> gens;
     {
       std::lock_guard<std::mutex> lock(ctx.live_mu);
       for (auto& [p, g] : ctx.live) gens.push_back(g);
     }
-    for (auto& g : gens) g->abort(ctx.engine);
+    for (auto& g : gens) g.gen->abort(*g.engine);
   }
 };
 
+namespace {
+
+ServedModel single_model(Engine& engine, const Tokenizer& tokenizer, const ServerConfig& c) {
+  ServedModel m;
+  m.name = c.model_name;
+  m.engine = &engine;
+  m.tokenizer = &tokenizer;
+  m.chat_template = c.chat_template;
+  m.tool_call_parser = c.tool_call_parser;
+  m.prices = c.prices;
+  m.info = c.model_info;
+  m.embedding_pooling = c.embedding_pooling;
+  return m;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tokenizer, ServerConfig config) {
   ::signal(SIGPIPE, SIG_IGN);  // writes to closed sockets must fail, not kill the process
-  impl_ = std::make_unique<Impl>(engine, tokenizer, std::move(config));
+  std::vector<ServedModel> models{single_model(engine, tokenizer, config)};
+  impl_ = std::make_unique<Impl>(std::move(models), std::move(config));
+}
+
+HttpServer::HttpServer(std::vector<ServedModel> models, ServerConfig config) {
+  ::signal(SIGPIPE, SIG_IGN);  // writes to closed sockets must fail, not kill the process
+  impl_ = std::make_unique<Impl>(std::move(models), std::move(config));
 }
 
 HttpServer::~HttpServer() {
@@ -64,7 +91,7 @@ HttpServer::~HttpServer() {
 }
 
 int HttpServer::bind(const std::string& host, int port) {
-  ListenerOptions o = listener_options(impl_->ctx.cfg, impl_->ctx.engine);
+  ListenerOptions o = listener_options(impl_->ctx);
   o.host = host;
   o.port = port;
   impl_->listener = std::make_unique<HttpListener>(std::move(o), impl_->router);

@@ -5,10 +5,19 @@
 //   POST /v1/chat/completions   messages rendered with the chat template -> assistant message
 //   POST /v1/embeddings         input (string, token ids, or a batch of either) -> one vector each
 //                               (embedding_routes.h)
-//   GET  /v1/models, /v1/models/{id}   the model card, with its context, vocabulary, dtypes
-//   POST /tokenize, /detokenize        llama-server's shapes
-//   GET  /health                200 {"status":"ok", version, build, backend}; 503 while shutting
-//                               down
+//   GET  /v1/models, /v1/models/{id}   the model cards (context, vocabulary, dtypes, sha256), and
+//                               one card per route
+//   POST /tokenize, /detokenize        llama-server's shapes ("model" picks the tokenizer)
+//   GET  /health                200 {"status":"ok", version, commit, compiler, build flags,
+//                               backend (kernel ISA), models: name, sha256, quantization}; 503
+//                               while shutting down
+//
+// Several models (multi-model serving): each ServedModel has its own engine, tokenizer, chat
+// template, prices and metrics (the `model` label); a request's "model" names one of them or a
+// route (ServerConfig::routes, route_policy.h), which picks the small or the large model per
+// request (model_router.h) and reports the decision in usage.route, the access log and
+// kvasir_route_* metrics. A request without "model" goes to the first route, else the first
+// model.
 //   GET  /metrics               Prometheus text format 0.0.4 (see serving_metrics.h); behind the
 //                               API keys when metrics_require_key
 // Both generation routes accept the OpenAI parameters listed in openai_request.h, n choices
@@ -43,6 +52,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +60,7 @@
 #include "kvasir/engine.h"
 #include "kvasir/server/api_keys.h"
 #include "kvasir/server/http_listener.h"
+#include "kvasir/server/route_policy.h"
 #include "kvasir/server/serving_metrics.h"
 #include "kvasir/server/usage.h"
 #include "kvasir/tokenizer/tokenizer.h"
@@ -66,8 +77,26 @@ struct ModelInfo {
   std::string kv_type;      // e.g. "f16"
   std::string backend;      // e.g. "cpu (AVX3, 2 threads)"
   std::string version;      // the server's version and build, e.g. "0.1.0 (abc1234, Release)"
+  std::string path;         // the model file or folder as given
+  // The model's sha256 (util/sha256.h): "" while it is still being computed; unset: not known.
+  std::function<std::string()> sha256;
 };
 
+// One model a server answers for (several: multi-model serving). The engine and tokenizer are
+// borrowed and must outlive the server.
+struct ServedModel {
+  std::string name;  // the id clients send as "model"
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::string chat_template;     // template source; empty: /v1/chat/completions answers 400
+  std::string tool_call_parser;  // as ServerConfig::tool_call_parser
+  Prices prices;
+  ModelInfo info;
+  Pooling embedding_pooling = Pooling::kMean;
+};
+
+// The model_name .. embedding_pooling fields describe the one model of the single-model
+// constructor; the multi-model constructor takes them from each ServedModel instead.
 struct ServerConfig {
   std::string model_name = "model";  // the id of /v1/models; requests naming another get 404
   std::string chat_template;         // template source; empty: /v1/chat/completions answers 400
@@ -94,12 +123,19 @@ struct ServerConfig {
   // Transport limits: port sharing, header/body sizes and deadlines, connection caps, TLS
   // (http_listener.h).
   TransportLimits transport;
+  // Routes between served models (multi-model constructor only): names must differ from the
+  // models', small and large must name served models.
+  std::vector<RoutePolicy> routes;
 };
 
 class HttpServer {
  public:
-  // Throws kvasir::Error if the chat template does not parse.
+  // One model, described by config.model_name .. embedding_pooling. Throws kvasir::Error if the
+  // chat template does not parse.
   HttpServer(Engine& engine, const Tokenizer& tokenizer, ServerConfig config);
+  // Several models (at least one; distinct names) and config.routes between them. Throws
+  // kvasir::Error for a chat template that does not parse, duplicate names or a bad route.
+  HttpServer(std::vector<ServedModel> models, ServerConfig config);
   ~HttpServer();  // stop()
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

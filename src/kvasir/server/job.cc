@@ -12,7 +12,10 @@ namespace {
 
 void finished(RouteContext& ctx, const std::shared_ptr<const Job>& job, const Generation& g) {
   const Usage u = usage_of(*job, g);
-  ctx.metrics.record(g, u, u.cost_usd(ctx.cfg.prices), ctx.cfg.model_name, job->key);
+  const double cost = u.cost_usd(job->model->prices);
+  ctx.metrics.record(g, u, cost, job->model->name, job->key);
+  if (job->route)
+    ctx.metrics.record_route_cost(job->route->route, cost, u.cost_usd(job->route_large_prices));
   {
     std::lock_guard<std::mutex> lock(ctx.live_mu);
     ctx.live.erase(&g);
@@ -38,15 +41,22 @@ Usage usage_of(const Job& job, const Generation& g) {
   return u;
 }
 
+Json usage_json(const Job& job, const Generation& g) {
+  Json u = usage_of(job, g).to_json(job.model->prices);
+  if (job.route) u["route"] = job.route->to_json();
+  return u;
+}
+
 std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<const Job>& job,
                                    double start) {
-  check_capacity(ctx, job->n_choices());
+  ModelSlot& m = *job->model;
+  check_capacity(ctx, m, job->n_choices());
   auto gen = std::make_shared<Generation>(job->n_choices(), start,
                                           [&ctx, job](Generation& g) { finished(ctx, job, g); });
-  gen->limit_backlog(ctx.cfg.max_unread_outputs, ctx.engine);
+  gen->limit_backlog(ctx.cfg.max_unread_outputs, m.engine);
   {
     std::lock_guard<std::mutex> lock(ctx.live_mu);
-    ctx.live[gen.get()] = gen;
+    ctx.live[gen.get()] = {gen, &m.engine};
   }
   for (int c = 0; c < job->n_choices(); ++c) {
     GenerateRequest r;
@@ -61,13 +71,13 @@ std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<cons
     r.render_special = job->parse_tool_calls;  // the family's call markers may be control tokens
     // The text starts here (only BOS before it): drop SentencePiece's leading space, as
     // `kvasir run` does.
-    r.strip_leading_space = !job->chat && r.prompt.size() == 1 && r.prompt[0] == ctx.tok.bos_id();
+    r.strip_leading_space = !job->chat && r.prompt.size() == 1 && r.prompt[0] == m.tok.bos_id();
     try {
-      uint64_t id = ctx.engine.submit(std::move(r), gen->sink(c));
+      uint64_t id = m.engine.submit(std::move(r), gen->sink(c));
       gen->set_submitted(c, id);
     } catch (const std::exception& e) {
       for (int k = c; k < job->n_choices(); ++k) gen->mark_not_submitted(k, FinishReason::kAbort);
-      gen->abort(ctx.engine);
+      gen->abort(m.engine);
       throw ApiError::bad_request(e.what(), param_of(e.what()));
     }
   }

@@ -9,16 +9,23 @@
 // recorded in ctx.metrics and it leaves ctx.live (live_cv is notified).
 //
 // usage_of() is the usage a response reports: every prompt counted once, with the cached tokens
-// of its first choice, and the completion tokens of all choices.
+// of its first choice, and the completion tokens of all choices. usage_json() is its JSON at the
+// model's prices, with usage.route when a route chose the model.
+//
+// A Job runs on one served model (`model`); when a route chose it, `route` holds the decision and
+// the request's cost is also counted against the route, beside what it would have cost on the
+// route's large model.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kvasir/engine.h"
 #include "kvasir/server/generation.h"
+#include "kvasir/server/model_router.h"
 #include "kvasir/server/route_context.h"
 #include "kvasir/server/tool_calls.h"
 #include "kvasir/server/usage.h"
@@ -27,6 +34,9 @@ namespace kvasir::server {
 
 // What one generation request asks for, after parsing and tokenization.
 struct Job {
+  ModelSlot* model = nullptr;          // the served model that runs it
+  std::optional<RouteDecision> route;  // set when a route chose `model`
+  Prices route_large_prices;           // the route's large model's prices
   bool chat = false;
   std::string id;
   int64_t created = 0;
@@ -52,6 +62,7 @@ struct Job {
 };
 
 Usage usage_of(const Job& job, const Generation& g);
+Json usage_json(const Job& job, const Generation& g);
 
 // `start` is the request's arrival time (now_seconds()).
 std::shared_ptr<Generation> submit(RouteContext& ctx, const std::shared_ptr<const Job>& job,

@@ -131,6 +131,17 @@ void MetricsRegistry::set(const std::string& name, const std::vector<std::string
   series(name, Kind::kGauge, values).value = value;
 }
 
+void MetricsRegistry::set_replacing(const std::string& name, const std::vector<std::string>& values,
+                                    double value, size_t n_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Family& f = families_.at(name);
+  n_key = std::min(n_key, values.size());
+  std::erase_if(f.series, [&](const auto& s) {
+    return s.first != values && std::equal(values.begin(), values.begin() + n_key, s.first.begin());
+  });
+  series(name, Kind::kGauge, values).value = value;
+}
+
 void MetricsRegistry::observe(const std::string& name, const std::vector<std::string>& values,
                               double value) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -36,6 +36,10 @@ class MetricsRegistry {
   void set_counter(const std::string& name, const std::vector<std::string>& label_values,
                    double total);
   void set(const std::string& name, const std::vector<std::string>& label_values, double value);
+  // Sets a gauge and drops the family's other series that share its first n_key label values: an
+  // info metric whose other labels change (a model's hash known later) keeps one series per key.
+  void set_replacing(const std::string& name, const std::vector<std::string>& label_values,
+                     double value, size_t n_key);
   void observe(const std::string& name, const std::vector<std::string>& label_values, double value);
 
   // Current value of a counter or gauge series (0 if the series does not exist yet); for a

@@ -13,22 +13,14 @@ std::string param_of(const std::string& message) {
   return end == std::string::npos ? std::string() : message.substr(0, end);
 }
 
-void check_model(const RouteContext& ctx, const std::optional<std::string>& model) {
-  if (model && *model != ctx.cfg.model_name)
-    throw ApiError(404,
-                   fmt::format("The model '{}' does not exist; this server serves '{}'.", *model,
-                               ctx.cfg.model_name),
-                   "model", "model_not_found");
+void check_sampling(const ModelSlot& m, const SamplingParams& sp) {
+  if (auto err = sp.validate(m.tok.n_vocab())) throw ApiError::bad_request(*err, param_of(*err));
 }
 
-void check_sampling(const RouteContext& ctx, const SamplingParams& sp) {
-  if (auto err = sp.validate(ctx.tok.n_vocab())) throw ApiError::bad_request(*err, param_of(*err));
-}
-
-void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
-                  const SamplingParams& sp, const char* field) {
-  const Tokenizer& tok = ctx.tok;
-  const int ctx_len = ctx.engine.max_model_len();
+void check_prompt(const ModelSlot& m, const std::vector<int32_t>& ids, const SamplingParams& sp,
+                  const char* field) {
+  const Tokenizer& tok = m.tok;
+  const int ctx_len = m.engine.max_model_len();
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n == 0) throw ApiError::bad_request(fmt::format("'{}' is empty (no tokens)", field), field);
   for (size_t i = 0; i < ids.size(); ++i)
@@ -52,9 +44,9 @@ void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
         "max_tokens", "context_length_exceeded");
 }
 
-void check_text_size(const RouteContext& ctx, std::string_view text, const char* field) {
-  const size_t per_token = std::max<size_t>(ctx.tok.vocab().max_token_len, 4);
-  const size_t ctx_len = static_cast<size_t>(ctx.engine.max_model_len());
+void check_text_size(const ModelSlot& m, int context, std::string_view text, const char* field) {
+  const size_t per_token = std::max<size_t>(m.tok.vocab().max_token_len, 4);
+  const size_t ctx_len = static_cast<size_t>(context);
   const size_t min_tokens = (text.size() + per_token - 1) / per_token;
   if (min_tokens >= ctx_len)
     throw ApiError::bad_request(
@@ -64,12 +56,12 @@ void check_text_size(const RouteContext& ctx, std::string_view text, const char*
         field, "context_length_exceeded");
 }
 
-void check_capacity(const RouteContext& ctx, int n_new) {
+void check_capacity(const RouteContext& ctx, const ModelSlot& m, int n_new) {
   if (ctx.shutting_down)
     throw ApiError(503, "The server is shutting down; retry on another replica.", {},
                    "server_shutting_down");
   if (ctx.cfg.max_queue <= 0) return;
-  const EngineStats s = ctx.engine.stats();
+  const EngineStats s = m.engine.stats();
   if (s.waiting + n_new > ctx.cfg.max_queue && s.waiting > 0)
     throw ApiError(429,
                    fmt::format("The server is overloaded: {} requests are waiting (limit {}). "

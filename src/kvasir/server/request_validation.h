@@ -2,7 +2,8 @@
 // checked the body's JSON types and simple ranges.
 //
 // Each check returns normally or throws the ApiError the client gets:
-//   check_model     404 model_not_found unless `model` is absent or names the served model.
+// Each check that needs a model takes the served model (ModelSlot) the request runs on; which one
+// that is, or a 404 model_not_found, RouteContext::target() / model() decide.
 //   check_sampling  400 for what SamplingParams::validate refuses for this vocabulary; param is
 //                   the field the message starts with (param_of).
 //   check_prompt    400 for a prompt with no tokens or a token id outside the vocabulary; 400
@@ -32,11 +33,11 @@ namespace kvasir::server {
 // "temperature: must be ..." -> "temperature"; "stop[0]: ..." -> "stop"; "" if no such prefix.
 std::string param_of(const std::string& message);
 
-void check_model(const RouteContext& ctx, const std::optional<std::string>& model);
-void check_sampling(const RouteContext& ctx, const SamplingParams& sp);
-void check_prompt(const RouteContext& ctx, const std::vector<int32_t>& ids,
-                  const SamplingParams& sp, const char* field);
-void check_capacity(const RouteContext& ctx, int n_new);
-void check_text_size(const RouteContext& ctx, std::string_view text, const char* field);
+void check_sampling(const ModelSlot& m, const SamplingParams& sp);
+void check_prompt(const ModelSlot& m, const std::vector<int32_t>& ids, const SamplingParams& sp,
+                  const char* field);
+void check_capacity(const RouteContext& ctx, const ModelSlot& m, int n_new);
+// `ctx_len`: the context the text must fit (the model's; a route's largest).
+void check_text_size(const ModelSlot& m, int ctx_len, std::string_view text, const char* field);
 
 }  // namespace kvasir::server

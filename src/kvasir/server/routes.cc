@@ -13,6 +13,7 @@
 #include "kvasir/server/openai_response.h"
 #include "kvasir/server/request_validation.h"
 #include "kvasir/server/tokenize_routes.h"
+#include "kvasir/util/build_info.h"
 #include "kvasir/util/log.h"
 
 namespace kvasir::server {
@@ -36,41 +37,73 @@ struct Route {
   RouteFn fn;
 };
 
-Json model_card(const RouteContext& ctx) {
-  const ModelInfo& m = ctx.cfg.model_info;
-  Json meta{{"n_ctx", ctx.engine.max_model_len()},
+Json model_card(const RouteContext& ctx, const ModelSlot& slot) {
+  const ModelInfo& m = slot.info;
+  Json meta{{"n_ctx", slot.engine.max_model_len()},
             {"n_ctx_train", m.n_ctx_train},
             {"n_vocab", m.n_vocab},
             {"n_params", m.n_params},
             {"size", m.size_bytes},
             {"quantization", m.weight_type},
             {"kv_cache_dtype", m.kv_type}};
-  return Json{{"id", ctx.cfg.model_name},
+  if (m.sha256) meta["sha256"] = m.sha256();  // "" while it is being computed
+  return Json{{"id", slot.name},
               {"object", "model"},
               {"created", ctx.created},
               {"owned_by", "kvasir"},
-              {"max_model_len", ctx.engine.max_model_len()},
+              {"max_model_len", slot.engine.max_model_len()},
               {"meta", std::move(meta)}};
+}
+
+Json route_card(const RouteContext& ctx, const RoutePolicy& r) {
+  Json rules{{"small", r.small}, {"large", r.large}};
+  if (r.max_small_prompt_tokens > 0) rules["max_small_prompt_tokens"] = r.max_small_prompt_tokens;
+  if (r.max_small_difficulty > 0) rules["max_small_difficulty"] = r.max_small_difficulty;
+  rules["fallover_waiting"] = r.fallover_waiting;
+  return Json{{"id", r.name},
+              {"object", "model"},
+              {"created", ctx.created},
+              {"owned_by", "kvasir"},
+              {"meta", Json{{"route", std::move(rules)}}}};
 }
 
 void models(RouteContext& ctx, const HttpRequest&, HttpResponse& res, const ClientState&,
             const std::string&) {
-  ctx.send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_card(ctx)})}});
+  Json data = Json::array();
+  for (const auto& m : ctx.models) data.push_back(model_card(ctx, *m));
+  for (const RoutePolicy& r : ctx.routes) data.push_back(route_card(ctx, r));
+  ctx.send_json(res, 200, Json{{"object", "list"}, {"data", std::move(data)}});
 }
 
 void model_by_id(RouteContext& ctx, const HttpRequest& req, HttpResponse& res, const ClientState&,
                  const std::string&) {
-  check_model(ctx, req.path.substr(std::string_view("/v1/models/").size()));
-  ctx.send_json(res, 200, model_card(ctx));
+  const ModelTarget t = ctx.target(req.path.substr(std::string_view("/v1/models/").size()));
+  ctx.send_json(res, 200, t.route ? route_card(ctx, *t.route) : model_card(ctx, *t.model));
 }
 
 void health(RouteContext& ctx, const HttpRequest&, HttpResponse& res, const ClientState&,
             const std::string&) {
-  const ModelInfo& m = ctx.cfg.model_info;
+  const BuildInfo& b = build_info();
+  Json models = Json::array();
+  for (const auto& m : ctx.models) {
+    Json j{{"name", m->name},
+           {"path", m->info.path},
+           {"quantization", m->info.weight_type},
+           {"kv_cache_dtype", m->info.kv_type}};
+    if (m->info.sha256) j["sha256"] = m->info.sha256();
+    models.push_back(std::move(j));
+  }
+  const ModelInfo& first = ctx.models.front()->info;
   Json body{{"status", ctx.shutting_down ? "shutting_down" : "ok"},
-            {"model", ctx.cfg.model_name},
-            {"version", m.version},
-            {"backend", m.backend}};
+            {"model", ctx.models.front()->name},
+            {"version", first.version},
+            {"build", Json{{"version", b.version},
+                           {"commit", b.commit},
+                           {"build_type", b.build_type},
+                           {"compiler", b.compiler},
+                  {"flags", b.build_flags}}},
+            {"backend", first.backend},
+            {"models", std::move(models)}};
   if (ctx.shutting_down) res.set_header("Retry-After", fmt::format("{}", ctx.cfg.retry_after_s));
   ctx.send_json(res, ctx.shutting_down ? 503 : 200, body);
 }

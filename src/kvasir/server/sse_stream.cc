@@ -16,12 +16,12 @@ namespace kvasir::server {
 
 namespace {
 
-Json chunk_base(const RouteContext& ctx, const Job& job) {
+Json chunk_base(const Job& job) {
   Json j;
   j["id"] = job.id;
   j["object"] = job.chat ? "chat.completion.chunk" : "text_completion";
   j["created"] = job.created;
-  j["model"] = ctx.cfg.model_name;
+  j["model"] = job.model->name;
   return j;
 }
 
@@ -29,8 +29,8 @@ Json chunk_base(const RouteContext& ctx, const Job& job) {
 using ToolParsers = std::vector<std::unique_ptr<ToolCallStreamParser>>;
 
 // One streamed chunk for an event of choice c (or an empty string when it carries nothing).
-std::string event_chunk(const RouteContext& ctx, const Job& job, const Generation::Event& e,
-                        std::vector<int64_t>& offsets, ToolParsers& tools) {
+std::string event_chunk(const Job& job, const Generation::Event& e, std::vector<int64_t>& offsets,
+                        ToolParsers& tools) {
   const RequestOutput& o = e.output;
   std::string out;
   const bool has_lp = job.chat ? job.chat_logprobs : job.completion_logprobs >= 0;
@@ -73,15 +73,15 @@ std::string event_chunk(const RouteContext& ctx, const Job& job, const Generatio
       delta["tool_calls"] = std::move(calls);
     }
     choice["delta"] = std::move(delta);
-    choice["logprobs"] =
-        has_lp && !o.tokens.empty()
-            ? Json{{"content", chat_logprobs_content(o.tokens, ctx.tok, job.chat_top_logprobs)},
-                   {"refusal", nullptr}}
-            : Json(nullptr);
+    choice["logprobs"] = has_lp && !o.tokens.empty()
+                             ? Json{{"content", chat_logprobs_content(o.tokens, job.model->tok,
+                                                                      job.chat_top_logprobs)},
+                                    {"refusal", nullptr}}
+                             : Json(nullptr);
   } else {
     choice["text"] = o.text;
     choice["logprobs"] = has_lp && !o.tokens.empty()
-                             ? completion_logprobs(o.tokens, ctx.tok, offsets[e.choice])
+                             ? completion_logprobs(o.tokens, job.model->tok, offsets[e.choice])
                              : Json(nullptr);
   }
   // Aborted without an error: the server is stopping (a client that left reads nothing). There
@@ -92,7 +92,7 @@ std::string event_chunk(const RouteContext& ctx, const Job& job, const Generatio
   if (o.finished && !stopped && parser && parser->calls() > 0 &&
       o.finish_reason == FinishReason::kStop)
     choice["finish_reason"] = "tool_calls";
-  Json chunk = chunk_base(ctx, job);
+  Json chunk = chunk_base(job);
   chunk["choices"] = Json::array({std::move(choice)});
   if (job.include_usage) chunk["usage"] = nullptr;
   if (!stopped || !o.text.empty() || !ev.content.empty()) out += sse_event(chunk);
@@ -109,7 +109,7 @@ std::string event_chunk(const RouteContext& ctx, const Job& job, const Generatio
 }
 
 // The chunks sent before any output: chat role deltas, completions echo.
-std::string opening_chunks(const RouteContext& ctx, const Job& job, std::vector<int64_t>& offsets) {
+std::string opening_chunks(const Job& job, std::vector<int64_t>& offsets) {
   std::string out;
   for (int c = 0; c < job.n_choices(); ++c) {
     Json choice;
@@ -125,7 +125,7 @@ std::string opening_chunks(const RouteContext& ctx, const Job& job, std::vector<
     }
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = nullptr;
-    Json chunk = chunk_base(ctx, job);
+    Json chunk = chunk_base(job);
     chunk["choices"] = Json::array({std::move(choice)});
     if (job.include_usage) chunk["usage"] = nullptr;
     out += sse_event(chunk);
@@ -148,18 +148,18 @@ void stream_response(RouteContext& ctx, HttpResponse& res, std::shared_ptr<const
       for (auto& p : tools) p = std::make_unique<ToolCallStreamParser>(job->tool_family);
     std::vector<Generation::Event> events;
     double last_write = now_seconds();
-    std::string chunk = opening_chunks(ctx, *job, offsets);
+    std::string chunk = opening_chunks(*job, offsets);
     bool done = false;
     try {
       while (!done) {
         events.clear();
         done = gen->wait(events, chunk.empty() ? ctx.cfg.heartbeat_s : 0.0);
-        for (const auto& e : events) chunk += event_chunk(ctx, *job, e, offsets, tools);
+        for (const auto& e : events) chunk += event_chunk(*job, e, offsets, tools);
         if (done) {
           if (job->include_usage) {
-            Json c = chunk_base(ctx, *job);
+            Json c = chunk_base(*job);
             c["choices"] = Json::array();
-            c["usage"] = usage_of(*job, *gen).to_json(ctx.cfg.prices);
+            c["usage"] = usage_json(*job, *gen);
             chunk += sse_event(c);
           }
           chunk += kSseDone;
@@ -177,7 +177,7 @@ void stream_response(RouteContext& ctx, HttpResponse& res, std::shared_ptr<const
       log::error("stream of {} failed: {}", job->id, e.what());
       done = false;
     }
-    if (!done) gen->abort(ctx.engine);
+    if (!done) gen->abort(job->model->engine);
     if (done) add_log_fields(log_fields, *job, *gen);
   };
 }

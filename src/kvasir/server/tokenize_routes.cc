@@ -29,28 +29,39 @@ bool flag(const Json& body, const char* key, bool dflt) {
   return it->get<bool>();
 }
 
+// The optional "model": which served model's tokenizer.
+std::optional<std::string> model_field(const Json& body) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string())
+    throw ApiError::bad_request(
+        fmt::format("'model' must be a string, got {}", json_type_name(*it)), "model");
+  return it->get<std::string>();
+}
+
 }  // namespace
 
 void tokenize(RouteContext& ctx, const HttpRequest& req, HttpResponse& res, const ClientState&,
               const std::string&) {
   const Json body = parse_json_body(req.body);
-  only_fields(body, {"content", "add_special", "parse_special", "with_pieces"});
+  only_fields(body, {"model", "content", "add_special", "parse_special", "with_pieces"});
+  const ModelSlot& m = ctx.model(model_field(body));
   auto it = body.find("content");
   if (it == body.end() || !it->is_string())
     throw ApiError::bad_request("'content' is required and must be a string", "content");
   const std::string& content = it->get_ref<const std::string&>();
-  check_text_size(ctx, content, "content");
+  check_text_size(m, m.engine.max_model_len(), content, "content");
   const bool add_special = flag(body, "add_special", false);
   const bool parse_special = flag(body, "parse_special", true);
   const bool with_pieces = flag(body, "with_pieces", false);
-  const auto ids = ctx.tok.encode(content, add_special, parse_special);
+  const auto ids = m.tok.encode(content, add_special, parse_special);
   Json tokens = Json::array();
   for (int32_t id : ids) {
     if (!with_pieces) {
       tokens.push_back(id);
       continue;
     }
-    const std::string piece = ctx.tok.token_to_piece(id, /*render_special=*/true);
+    const std::string piece = m.tok.token_to_piece(id, /*render_special=*/true);
     Json p;
     if (!find_invalid_utf8(piece)) {
       p = piece;
@@ -66,7 +77,8 @@ void tokenize(RouteContext& ctx, const HttpRequest& req, HttpResponse& res, cons
 void detokenize(RouteContext& ctx, const HttpRequest& req, HttpResponse& res, const ClientState&,
                 const std::string&) {
   const Json body = parse_json_body(req.body);
-  only_fields(body, {"tokens"});
+  only_fields(body, {"model", "tokens"});
+  const ModelSlot& m = ctx.model(model_field(body));
   auto it = body.find("tokens");
   if (it == body.end() || !it->is_array())
     throw ApiError::bad_request("'tokens' is required and must be an array of token ids", "tokens");
@@ -74,14 +86,13 @@ void detokenize(RouteContext& ctx, const HttpRequest& req, HttpResponse& res, co
   ids.reserve(it->size());
   for (size_t i = 0; i < it->size(); ++i) {
     const Json& t = (*it)[i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ctx.tok.n_vocab())
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= m.tok.n_vocab())
       throw ApiError::bad_request(
-          fmt::format("'tokens[{}]' must be a token id in [0, {})", i, ctx.tok.n_vocab()),
-          "tokens");
+          fmt::format("'tokens[{}]' must be a token id in [0, {})", i, m.tok.n_vocab()), "tokens");
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   // As llama-server: special tokens rendered, SentencePiece's leading space kept.
-  const std::string text = ctx.tok.decode(ids, /*remove_special=*/false, /*render_special=*/true);
+  const std::string text = m.tok.decode(ids, /*remove_special=*/false, /*render_special=*/true);
   ctx.send_json(res, 200, Json{{"content", text}});  // dump_json replaces invalid UTF-8
 }
 
