@@ -1,8 +1,8 @@
 // Multi-model serving and routing in one HttpServer: stories260K (GGUF, 512-token vocabulary) as
-// "small" and TinyStories-656K (the Hugging Face folder, 2048-token vocabulary: a different
-// tokenizer) as "large", each with its own engine; routes between them by prompt length, by the
-// small model's difficulty score, by API key, and by load (fallover), with the decision reported in
-// usage.route, the X-Kvasir-Model header and the kvasir_route_* metrics.
+// "small" and a Q8_0 copy of TinyStories-656K (converted from its Hugging Face folder; 2048-token
+// vocabulary: a different tokenizer) as "large", each with its own engine; routes between them by
+// prompt length, by the small model's difficulty score, by API key, and by load (fallover), with
+// the decision reported in usage.route, the X-Kvasir-Model header and the kvasir_route_* metrics.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,14 +12,21 @@
 #include <thread>
 #include <vector>
 
+#include "kvasir/quant/gguf_quantize.h"
 #include "server_test_util.h"
 #include "test_util/paths.h"
 
 namespace kvasir::server::testing {
 namespace {
 
+std::string large_q8_0() {
+  const std::string out = test_util::temp_dir("kvasir-multi-model") + "/tinystories-656k-q8_0.gguf";
+  quantize_gguf(test_util::models_dir() + "/tinystories-656k", out, DType::Q8_0);
+  return out;
+}
+
 struct Large {
-  std::unique_ptr<Model> model = Model::load(test_util::models_dir() + "/tinystories-656k");
+  std::unique_ptr<Model> model = Model::load(large_q8_0());
   Tokenizer tok = Tokenizer::from_gguf(model->file());
   static Large& get() {
     static Large m;
