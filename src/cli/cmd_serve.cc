@@ -65,7 +65,7 @@ struct ServeOpts {
   int port = 8080, max_seqs = 64, max_batched_tokens = 512, ctx = 0, max_queue = 256, threads = 0,
       http_threads = 0;
   bool static_batching = false, static_no_padding = false, no_prefix_caching = false,
-       log_requests = true, reuse_port = false, metrics_require_key = false;
+       log_requests = true, reuse_port = false, metrics_require_key = false, dry_run = false;
   std::vector<std::string> api_keys, cors;
   double price_input = 0, price_output = 0, price_cached = -1, shutdown_grace = 10,
          header_timeout = 10, body_timeout = 60, write_timeout = 30, idle_timeout = 30;
@@ -400,6 +400,9 @@ Runner add_serve(CLI::App& app) {
                   "Open connections in all (default 4096)");
   cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
                   "Open connections from one client address (default 1024)");
+  cmd->add_flag("--dry-run", o->dry_run,
+                "Check everything a start checks (files, config, pins, the memory plan of every "
+                "model, routes) and exit 0 without serving (for deployment CI)");
   cmd->add_flag("--metrics-require-key", o->metrics_require_key,
                 "/metrics asks for an API key too (it shows spend per key label, never keys)");
   return [o, cmd]() {
@@ -472,7 +475,7 @@ Runner add_serve(CLI::App& app) {
     }
 
     // A taken port fails now, not after the model loaded (seconds to minutes for a big one).
-    server::HttpServer::check_bindable(o->host, o->port, o->reuse_port);
+    if (!o->dry_run) server::HttpServer::check_bindable(o->host, o->port, o->reuse_port);
 
     // SIGINT/SIGTERM are taken by sigwait() below: block them before any thread starts.
     sigset_t sigs;
@@ -482,7 +485,7 @@ Runner add_serve(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
     // The rest of the hashes, in the background: /health says "" until each is known.
-    for (size_t i = 0; i < specs.size(); ++i)
+    for (size_t i = 0; i < specs.size() && !o->dry_run; ++i)
       if (!specs[i].pin_sha256) {
         std::thread([d = digests[i], path = specs[i].path, name = specs[i].name] {
           try {
@@ -622,6 +625,17 @@ Runner add_serve(CLI::App& app) {
     {
       const BuildInfo& b = build_info();
       version = fmt::format("{} ({}, {}, {})", b.version, b.commit, b.build_type, b.compiler);
+    }
+    if (o->dry_run) {
+      for (const auto& r : setup.routes) {
+        for (const std::string* n : {&r.small, &r.large})
+          if (std::none_of(specs.begin(), specs.end(),
+                           [&](const ServeModel& m) { return m.name == *n; }))
+            fail("route '{}': model '{}' is not served", r.name, *n);
+        log::info("route '{}': small '{}', large '{}'", r.name, r.small, r.large);
+      }
+      log::info("dry run: {} model(s) load and fit the memory budget; not serving", specs.size());
+      return 0;
     }
     std::vector<std::unique_ptr<Engine>> engines;
     std::vector<server::ServedModel> served;

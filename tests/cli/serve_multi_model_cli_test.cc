@@ -131,6 +131,11 @@ TEST(CliServeMultiModel, AConfigFileWithPinsServesOrIsRefused) {
     EXPECT_EQ(a["usage"]["route"]["name"], "auto");
     EXPECT_EQ(s.terminate(), 0) << s.log();
   }
+  // --dry-run checks all of it (pins, plan) and exits 0 without serving.
+  Result dry = kvasir("serve --config " + q(good) + " --memory 512MiB --dry-run");
+  EXPECT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.err.find("dry run: 2 model(s) load and fit the memory budget"), std::string::npos)
+      << dry.err;
   // A pinned hash that differs: refused before serving, with both hashes.
   const std::string wrong(64, 'a');
   Result r = kvasir("serve --config " + q(write("sha.toml", config(">=0.1", wrong, "q8_0"))) +
@@ -144,7 +149,7 @@ TEST(CliServeMultiModel, AConfigFileWithPinsServesOrIsRefused) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("quantization pinned 'q4_0'"), std::string::npos) << r.err;
   r = kvasir("serve --config " + q(write("engine.toml", config(">=99", large_sha, "q8_0"))) +
-             " --memory 512MiB --port 0");
+             " --memory 512MiB --dry-run");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("require.engine"), std::string::npos) << r.err;
 }
