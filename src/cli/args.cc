@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common.h"
+#include "kvasir/util/edit_distance.h"
 
 namespace kvasir::cli {
 
@@ -120,21 +121,6 @@ bool has_word(std::string_view list, std::string_view word) {
     b = e + 1;
   }
   return false;
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // The closest of `names` to `word` when it is close (a typo), else "".

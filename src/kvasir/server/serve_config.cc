@@ -19,6 +19,7 @@
 #include "kvasir/server/tool_calls.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/tensor/kv_quant.h"
+#include "kvasir/util/edit_distance.h"
 #include "kvasir/util/error.h"
 #include "kvasir/util/sha256.h"
 
@@ -51,22 +52,6 @@ const char* type_name(const toml::node& n) {
     default:
       return "nothing";
   }
-}
-
-// Levenshtein distance, for "did you mean" on a misspelled key.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // The reader of one file: every message starts "FILE:LINE:COL: TABLE: ".
