@@ -52,9 +52,8 @@ std::vector<ReportRow> run_quality_report(const ReportOptions& opt,
   std::vector<int32_t> tokens;
   int n_vocab = 0;
   ScratchFile scratch;
-  const std::string dir = opt.scratch_dir.empty()
-                              ? std::filesystem::temp_directory_path().string()
-                              : opt.scratch_dir;
+  const std::string dir =
+      opt.scratch_dir.empty() ? std::filesystem::temp_directory_path().string() : opt.scratch_dir;
   scratch.path = fmt::format("{}/kvasir-report-{}.logits", dir, ::getpid());
   std::unique_ptr<LogitsReader> base;
   double base_ppl = 0;
@@ -89,19 +88,8 @@ std::vector<ReportRow> run_quality_report(const ReportOptions& opt,
            opt.reference, n_vocab);
     }
     int64_t n_params = 0;
-    std::map<DType, int64_t> matrix_elems;  // the format: the type most matrix weights are in
-    for (const auto& t : model->file().tensors()) {
-      n_params += t.n_elements();
-      if (t.shape.size() >= 2) matrix_elems[t.type] += t.n_elements();
-    }
-    DType format = model->weight_type();
-    int64_t most = 0;
-    for (const auto& [type, n] : matrix_elems) {
-      if (n > most) {
-        most = n;
-        format = type;
-      }
-    }
+    for (const auto& t : model->file().tensors()) n_params += t.n_elements();
+    const DType format = model->predominant_weight_type();  // a mixture's main format
     for (const KVCacheType& kv : opt.kv_types) {
       ReportRow r;
       r.model = path;

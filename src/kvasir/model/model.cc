@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <map>
 #include <string_view>
 
 #include "kvasir/hf/hf_checkpoint.h"
@@ -258,6 +259,20 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
   be.matmul(s.hl, n_out, c.dim, lm_head, scratch);
   if (out != logits)
     be.copy_to_host(logits, out, static_cast<size_t>(n_out) * c.n_vocab * sizeof(float));
+}
+
+DType Model::predominant_weight_type() const {
+  std::map<DType, int64_t> elems;
+  for (const auto& t : file_->tensors())
+    if (t.shape.size() >= 2) elems[t.type] += t.n_elements();
+  DType best = weight_type_;
+  int64_t most = 0;
+  for (const auto& [type, n] : elems)
+    if (n > most) {
+      most = n;
+      best = type;
+    }
+  return best;
 }
 
 }  // namespace kvasir

@@ -67,6 +67,8 @@ class Model {
   BackendKind backend_kind() const { return backend_kind_; }
   // The dtype most of the weights use (for reports): the type of blk.0.ffn_down.
   DType weight_type() const { return weight_type_; }
+  // The dtype most matrix (2-D and up) weight elements are in: a mixture's main format (reports).
+  DType predominant_weight_type() const;
   // Bytes the weights occupy in memory: the file's tensors, plus the backend's copy of the
   // output matrix when it is tied to the token embeddings (the table itself stays in the mapping).
   size_t weight_bytes() const;
