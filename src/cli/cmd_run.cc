@@ -3,7 +3,10 @@
 // stderr. llama-cli's spellings work too (--ctx-size, --temperature, -s/--seed, --predict,
 // --batch-size). With speculative decoding (--draft FILE, or --spec ngram) the request runs
 // through the serving engine (one sequence), which verifies the proposals; the closing stderr line
-// then reports the acceptance rate and tokens per target pass.
+// then reports the acceptance rate and tokens per target pass. --generation-config auto (the
+// default) takes the model's own defaults (common.h: a folder's generation_config.json, a GGUF's
+// general.sampling.* keys) for every sampling flag not given (and -n from max_new_tokens);
+// stderr says which.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -46,7 +49,8 @@ int run_speculative(const Model& model, const Tokenizer& tok, const SpecConfig& 
   ec.kv_type = kvt;
   ec.threads = threads;
   ec.spec = spec;
-  ec.kv_warn_ratio = 2;  // one sequence sized to its context: a full cache is the plan, not pressure
+  ec.kv_warn_ratio =
+      2;  // one sequence sized to its context: a full cache is the plan, not pressure
   Engine engine(model, tok, ec);
   GenerateRequest r;
   r.prompt = ids;
@@ -110,7 +114,7 @@ Runner add_run(CLI::App& app) {
   struct Opts {
     KVTypeOptions kvt;
     SpecOptions spec;
-    std::string model, prompt, prompt_file;
+    std::string model, prompt, prompt_file, generation_config = "auto";
     int n = 256, threads = 0, ctx = 0, batch = 512;
     bool parse_special = true, ignore_eos = false, quiet = false;
     std::optional<uint64_t> seed;
@@ -126,15 +130,18 @@ Runner add_run(CLI::App& app) {
   add_model_option(cmd, o->model, /*positional=*/true);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  cmd->add_option("-n,--n-predict,--predict", o->n,
-                  "Tokens to generate (default 256; -1: until EOS or the context is full)");
-  cmd->add_option("--temp,--temperature", o->sp.temperature,
-                  "Temperature (0 = greedy; default 0.8)");
-  cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off; default 40)");
-  cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off; default 0.95)");
-  cmd->add_option("--min-p", o->sp.min_p, "Min-p (0 = off; default 0.05)");
-  cmd->add_option("--repeat-penalty", o->sp.repetition_penalty, "Repetition penalty (1 = off)");
-  cmd->add_option("--repeat-last-n", o->sp.penalty_last_n, "Penalty window (-1 = all; default 64)");
+  auto* n_opt =
+      cmd->add_option("-n,--n-predict,--predict", o->n,
+                      "Tokens to generate (default 256; -1: until EOS or the context is full)");
+  auto* temp_opt = cmd->add_option("--temp,--temperature", o->sp.temperature,
+                                   "Temperature (0 = greedy; default 0.8)");
+  auto* top_k_opt = cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off; default 40)");
+  auto* top_p_opt = cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off; default 0.95)");
+  auto* min_p_opt = cmd->add_option("--min-p", o->sp.min_p, "Min-p (0 = off; default 0.05)");
+  auto* rp_opt =
+      cmd->add_option("--repeat-penalty", o->sp.repetition_penalty, "Repetition penalty (1 = off)");
+  auto* last_n_opt = cmd->add_option("--repeat-last-n", o->sp.penalty_last_n,
+                                     "Penalty window (-1 = all; default 64)");
   cmd->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty (0 = off)");
   cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty (0 = off)");
   cmd->add_option("-s,--seed", o->seed, "Random seed (default: random, printed on stderr)");
@@ -150,7 +157,8 @@ Runner add_run(CLI::App& app) {
   cmd->add_flag("!--no-parse-special", o->parse_special,
                 "Treat special-token text in the prompt as plain text");
   cmd->add_flag("-q,--quiet", o->quiet, "No timings on stderr");
-  return [o]() {
+  add_generation_config_option(cmd, o->generation_config);
+  return [o, n_opt, temp_opt, top_k_opt, top_p_opt, min_p_opt, rp_opt, last_n_opt]() {
     // Every input is checked before anything loads.
     check_model_path(o->model, "model");
     std::string prompt = o->prompt;
@@ -171,6 +179,24 @@ Runner add_run(CLI::App& app) {
            tok.n_vocab(), cfg.n_vocab);
     const double t_load = now_seconds() - t_load0;
 
+    // The model's defaults, for what the command line left unset.
+    std::string defaults_from;
+    const SamplingDefaults defaults =
+        model_sampling_defaults(model->file(), o->model, o->generation_config, &defaults_from);
+    if (!o->quiet) fmt::print(stderr, "[kvasir] {}\n", defaults_from);
+    SamplingParams sp = o->sp;
+    auto take = [](CLI::Option* given, auto& field, const auto& value) {
+      if (value && given->count() == 0) field = *value;
+    };
+    take(temp_opt, sp.temperature, defaults.temperature);
+    take(top_k_opt, sp.top_k, defaults.top_k);
+    take(top_p_opt, sp.top_p, defaults.top_p);
+    take(min_p_opt, sp.min_p, defaults.min_p);
+    take(rp_opt, sp.repetition_penalty, defaults.repetition_penalty);
+    take(last_n_opt, sp.penalty_last_n, defaults.penalty_last_n);
+    int n_predict = o->n;
+    take(n_opt, n_predict, defaults.max_tokens);
+
     std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/true, o->parse_special);
     if (ids.empty()) fail("the prompt is empty and the vocabulary adds no BOS token");
     const int n_prompt = static_cast<int>(ids.size());
@@ -182,7 +208,7 @@ Runner add_run(CLI::App& app) {
             "the prompt has {} tokens but the model's context is {} (GGUF {}.context_length); "
             "shorten it, or pass --ctx to run past the trained length",
             n_prompt, cfg.ctx_train, cfg.arch);
-      ctx = o->n < 0 ? cfg.ctx_train : std::min(cfg.ctx_train, n_prompt + o->n);
+      ctx = n_predict < 0 ? cfg.ctx_train : std::min(cfg.ctx_train, n_prompt + n_predict);
       ctx = std::max(ctx, n_prompt + 1);
     } else {
       warn_if_past_trained_context(ctx, cfg.ctx_train);
@@ -191,7 +217,6 @@ Runner add_run(CLI::App& app) {
       fail("the prompt has {} tokens, which does not leave room to generate in a context of {}",
            n_prompt, ctx);
 
-    SamplingParams sp = o->sp;
     sp.seed = o->seed;
     sp.ignore_eos = o->ignore_eos;
     if (auto err = sp.validate(cfg.n_vocab)) fail("{}", *err);
@@ -202,8 +227,8 @@ Runner add_run(CLI::App& app) {
     const bool strip_leading_space = n_prompt == 1 && ids[0] == tok.bos_id();
     if (spec.enabled())
       return run_speculative(*model, tok, spec, kvt, o->threads, o->batch, ctx, ids, sp,
-                             strip_leading_space, o->n < 0 ? ctx - n_prompt : o->n, o->quiet,
-                             o->model, t_load, sampler.seed());
+                             strip_leading_space, n_predict < 0 ? ctx - n_prompt : n_predict,
+                             o->quiet, o->model, t_load, sampler.seed());
 
     ThreadPool pool(o->threads);
     SequenceRunnerOptions ro;
@@ -223,7 +248,7 @@ Runner add_run(CLI::App& app) {
     const double t1 = now_seconds();
     int generated = 0;
     std::string reason = "length";
-    const int limit = o->n < 0 ? ctx - n_prompt : o->n;
+    const int limit = n_predict < 0 ? ctx - n_prompt : n_predict;
     while (generated < limit) {
       int32_t t = sampler.sample(logits.data(), cfg.n_vocab);
       if (sp.stops_on_token(t, tok.eog_ids())) {

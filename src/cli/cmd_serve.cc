@@ -13,7 +13,8 @@
 // between the smallest and the largest model (route_policy.h). Pins (the config's [require]
 // engine range, a model's sha256 and quantization) are checked before the server starts; every
 // model's sha256 is otherwise computed in the background and reported on /health, /v1/models and
-// kvasir_model_info once known.
+// kvasir_model_info once known. --generation-config auto (the default) gives each model's
+// requests that model's own sampling defaults (common.h) for the fields they leave unset.
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
@@ -61,7 +62,7 @@ struct ServeOpts {
   double route_max_difficulty = 0;
   std::string host = "127.0.0.1", memory, api_key_file, model_name, chat_template, tool_call_parser,
               max_body = "32MiB", ssl_cert_file, ssl_key_file, log_format = "text",
-              log_level = "info", pooling;
+              log_level = "info", pooling, generation_config = "auto";
   int port = 8080, max_seqs = 64, max_batched_tokens = 512, ctx = 0, max_queue = 256, threads = 0,
       http_threads = 0;
   bool static_batching = false, static_no_padding = false, no_prefix_caching = false,
@@ -405,6 +406,7 @@ Runner add_serve(CLI::App& app) {
                 "model, routes) and exit 0 without serving (for deployment CI)");
   cmd->add_flag("--metrics-require-key", o->metrics_require_key,
                 "/metrics asks for an API key too (it shows spend per key label, never keys)");
+  add_generation_config_option(cmd, o->generation_config);
   return [o, cmd]() {
     log::configure(log::parse_level(o->log_level), log::parse_format(o->log_format));
     // The models: -m values and the config file's [[model]] tables; routes likewise. The file's
@@ -501,6 +503,7 @@ Runner add_serve(CLI::App& app) {
       std::unique_ptr<Model> model;
       std::unique_ptr<Tokenizer> tok;
       EngineConfig ec;
+      SamplingDefaults defaults;  // --generation-config
     };
     std::vector<Loaded> loaded;
     for (const ServeModel& m : specs) {
@@ -511,6 +514,10 @@ Runner add_serve(CLI::App& app) {
       if (l.tok->n_vocab() != mc.n_vocab)
         fail("{}: the vocabulary has {} tokens but token_embd.weight has {} rows", m.path,
              l.tok->n_vocab(), mc.n_vocab);
+      std::string defaults_from;
+      l.defaults =
+          model_sampling_defaults(l.model->file(), m.path, o->generation_config, &defaults_from);
+      log::info("model '{}': {}", m.name, defaults_from);
       if (m.pin_quantization) {
         const std::string actual(dtype_name(l.model->weight_type()));
         server::check_quantization_pin(m.name, m.path, *m.pin_quantization, actual);
@@ -683,6 +690,7 @@ Runner add_serve(CLI::App& app) {
       mi.version = version;
       mi.path = m.path;
       mi.sha256 = [d = digests[i]] { return d->get(); };
+      mi.sampling_defaults = l.defaults;
       engines.push_back(std::make_unique<Engine>(*l.model, *l.tok, l.ec));
       mi.backend = engines.back()->backend_description();
       sm.engine = engines.back().get();

@@ -3,14 +3,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "kvasir/chat/chat_template.h"
 #include "kvasir/hf/hf_checkpoint.h"
+#include "kvasir/sampling/sampling_params.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cli {
@@ -244,6 +249,63 @@ KVCacheType resolve_kv_type(const KVTypeOptions& o) {
   if (!o.k.empty()) t.k = parse(o.k, "--cache-type-k");
   if (!o.v.empty()) t.v = parse(o.v, "--cache-type-v");
   return t;
+}
+
+CLI::Option* add_generation_config_option(CLI::App* cmd, std::string& mode) {
+  return cmd
+      ->add_option("--generation-config", mode,
+                   "auto (default): the model's default sampling (a Hugging Face folder's "
+                   "generation_config.json: temperature, top_k, top_p, min_p, "
+                   "repetition_penalty, max_new_tokens, do_sample false = greedy; a GGUF's "
+                   "general.sampling.* keys) for every parameter not given; none: Kvasir's "
+                   "built-in defaults. generation_config.json's eos_token_id list always ends "
+                   "generation")
+      ->check(CLI::IsMember({"auto", "none"}));
+}
+
+SamplingDefaults model_sampling_defaults(const gguf::GGUFFile& file, const std::string& path,
+                                         const std::string& mode, std::string* where) {
+  SamplingDefaults d;
+  if (mode == "none") {
+    if (where) *where = "generation defaults: built-in (--generation-config none)";
+    return d;
+  }
+  const std::string hint = "; run with --generation-config none to ignore the model's defaults";
+  auto number = [&](const char* key, auto ok, const char* expected) -> std::optional<float> {
+    if (!file.has(key)) return std::nullopt;
+    const double x = file.get_float(key);
+    if (!ok(x)) fail("{}: '{}' = {}: expected a number {}{}", path, key, x, expected, hint);
+    return static_cast<float>(x);
+  };
+  auto integer = [&](const char* key, int64_t lo) -> std::optional<int32_t> {
+    if (!file.has(key)) return std::nullopt;
+    const int64_t x = file.get_int(key);
+    if (x < lo || x > INT32_MAX)
+      fail("{}: '{}' = {}: expected an integer in {} .. {}{}", path, key, x, lo, INT32_MAX, hint);
+    return static_cast<int32_t>(x);
+  };
+  // llama.cpp reads a temperature <= 0 as greedy and top_k <= 0 as off.
+  if (auto t = number(
+          "general.sampling.temp", [](double x) { return std::isfinite(x); }, "(finite)"))
+    d.temperature = std::max(*t, 0.0f);
+  if (auto k = integer("general.sampling.top_k", INT32_MIN)) d.top_k = std::max(*k, 0);
+  d.top_p = number(
+      "general.sampling.top_p", [](double x) { return x > 0 && x <= 1; }, "in (0, 1]");
+  d.min_p = number(
+      "general.sampling.min_p", [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]");
+  d.repetition_penalty = number(
+      "general.sampling.penalty_repeat",
+      [](double x) { return x > 0 && x <= std::numeric_limits<float>::max(); }, "> 0 (1 = off)");
+  d.penalty_last_n = integer("general.sampling.penalty_last_n", -1);
+  d.max_tokens = integer("general.sampling.kvasir.max_tokens", 1);
+  if (where) {
+    const std::string source =
+        hf::is_hf_folder(path) ? (std::filesystem::path(path) / "generation_config.json").string()
+                               : path + " (general.sampling.*)";
+    *where = d.empty() ? fmt::format("generation defaults: built-in (none in {})", source)
+                       : fmt::format("generation defaults from {}: {}", source, d.describe());
+  }
+  return d;
 }
 
 }  // namespace kvasir::cli

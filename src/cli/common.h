@@ -30,6 +30,7 @@
 #include "kvasir/chat/builtin_templates.h"
 #include "kvasir/engine.h"
 #include "kvasir/model/model.h"
+#include "kvasir/sampling/sampling_params.h"
 #include "kvasir/server/api_keys.h"
 #include "kvasir/tensor/kv_quant.h"
 
@@ -136,5 +137,23 @@ void add_spec_options(CLI::App* cmd, SpecOptions& o);
 SpecConfig resolve_spec(const SpecOptions& o);
 // Loads o.draft (when the method is draft) into `holder` and points cfg.draft at it.
 void load_draft(const SpecOptions& o, SpecConfig& cfg, std::unique_ptr<Model>& holder);
+
+// --generation-config auto|none (run and serve). auto (the default): the model's own sampling
+// defaults replace Kvasir's built-in ones for every parameter the user (run: a flag) or the
+// request (serve: a JSON field) leaves unset. They come from a Hugging Face folder's
+// generation_config.json (hf/generation_config.h: temperature, top_k, top_p, min_p,
+// repetition_penalty, max_new_tokens; do_sample false = greedy) as its GGUF view carries them, or
+// from a GGUF file's general.sampling.* keys (llama.cpp's: temp, top_k, top_p, min_p,
+// penalty_repeat, penalty_last_n; and Kvasir's general.sampling.kvasir.max_tokens). none:
+// Kvasir's built-in defaults. Either way every eos_token_id of generation_config.json ends
+// generation: the ids are part of the model (tokenizer.h), as in vLLM.
+CLI::Option* add_generation_config_option(CLI::App* cmd, std::string& mode);
+
+// The defaults --generation-config `mode` gives for the model `file` opened from `path`, and in
+// *where a line for the startup log saying what was applied and where it came from. Throws
+// kvasir::Error naming the file and key for a general.sampling.* key of the wrong type or out of
+// range.
+SamplingDefaults model_sampling_defaults(const gguf::GGUFFile& file, const std::string& path,
+                                         const std::string& mode, std::string* where);
 
 }  // namespace kvasir::cli

@@ -12,13 +12,15 @@
 //    normalized form (the content passed through the normalizer: with Prepend("▁") that is
 //    "▁<content>").
 //  - normalizers/prepend.rs (prepend only to a non-empty string), normalizers/replace.rs
-//    (String pattern: every occurrence), normalizers/unicode.rs (NFC), normalizers/utils.rs
+//    (String pattern: every occurrence), normalizers/unicode.rs (NFC, NFKC, NFD, NFKD),
+//    normalizers/utils.rs
 //    (Sequence: in order).
 //  - pre_tokenizers/byte_level.rs (optional prefix space; the GPT-2 regex with Isolated
 //    behaviour when use_regex; then every byte mapped to the GPT-2 alphabet),
 //    pre_tokenizers/split.rs (Isolated: matches and the text between them are words),
 //    pre_tokenizers/metaspace.rs (replace ' ', prepend_scheme always/first/never, split
-//    MergedWithNext), pre_tokenizers/sequence.rs.
+//    MergedWithNext), pre_tokenizers/digits.rs (Isolated / Contiguous on \p{N}),
+//    pre_tokenizers/sequence.rs.
 //  - models/bpe/model.rs tokenize / merge_word: ignore_merges returns a word that is a token
 //    whole; each character is its token, else (byte_fallback) its "<0xXX>" tokens when all
 //    exist, else unk, fused with a preceding unk when fuse_unk. models/bpe/word.rs merge_all:
@@ -257,9 +259,12 @@ class HfReference {
     } else if (type == "Replace") {
       replace_all(s, n.at("pattern").at("String").get<std::string>(),
                   n.at("content").get<std::string>());
-    } else if (type == "NFC") {
+    } else if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
       UErrorCode status = U_ZERO_ERROR;
-      const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
+      const icu::Normalizer2* nfc = type == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
+                                    : type == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
+                                    : type == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
+                                                     : icu::Normalizer2::getNFKDInstance(status);
       icu::UnicodeString u = nfc->normalize(icu::UnicodeString::fromUTF8(s), status);
       s.clear();
       u.toUTF8String(s);
@@ -329,6 +334,10 @@ class HfReference {
         for (std::string& part : regex_split(w, p.at("pattern").at("Regex").get<std::string>())) {
           out.push_back(std::move(part));
         }
+      } else if (type == "Digits") {
+        // char::is_numeric (general category N): Isolated, or Contiguous runs.
+        const std::string re = p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)";
+        for (std::string& part : regex_split(w, re)) out.push_back(std::move(part));
       } else if (type == "Metaspace") {
         const std::string rep = p.value("replacement", std::string("\xE2\x96\x81"));
         replace_all(w, " ", rep);

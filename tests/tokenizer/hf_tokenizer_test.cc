@@ -558,9 +558,9 @@ TEST_F(TinyStories, ErrorsNameFileAndField) {
 
   json metaspace = tj;
   metaspace["normalizer"] = nullptr;
-  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
+  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
   expect_error(make_folder("e-metaspace", {{"tokenizer.json", metaspace.dump()}}),
-               {"tokenizer.json", "normalizer"});
+               {"tokenizer.json", "pre_tokenizer.replacement", "_"});
 }
 
 TEST_F(ByteLevel, UnknownRegexIsRefusedByName) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "kvasir/hf/generation_config.h"
 #include "kvasir/hf/json_file.h"
 #include "kvasir/util/error.h"
 
@@ -179,30 +180,10 @@ HfConfig read_hf_config(const std::string& folder) {
     }
   }
 
-  // generation_config.json: default sampling and the end-of-sequence id.
-  const std::string gfile = (std::filesystem::path(folder) / "generation_config.json").string();
-  if (auto g = read_json_file(gfile, /*must_exist=*/false)) {
-    if (!g->is_object()) fail("{}: expected a JSON object", gfile);
-    if (json_bool(*g, gfile, "do_sample", true)) {
-      if (g->contains("temperature") && !(*g)["temperature"].is_null())
-        m.emplace_back("general.sampling.temp",
-                       Value::f32(static_cast<float>(json_float(*g, gfile, "temperature", 1.0))));
-      if (g->contains("top_k") && !(*g)["top_k"].is_null())
-        m.emplace_back(
-            "general.sampling.top_k",
-            Value::i32(static_cast<int32_t>(json_int(*g, gfile, "top_k", 0, 0, kIntMax))));
-      if (g->contains("top_p") && !(*g)["top_p"].is_null())
-        m.emplace_back("general.sampling.top_p",
-                       Value::f32(static_cast<float>(json_float(*g, gfile, "top_p", 1.0))));
-    }
-    const auto e = g->find("eos_token_id");
-    if (e != g->end() && !e->is_null()) {
-      const nlohmann::json& first = e->is_array() && !e->empty() ? (*e)[0] : *e;
-      if (!first.is_number_integer() || first.get<int64_t>() < 0 || first.get<int64_t>() >= c.vocab)
-        fail("{}: field 'eos_token_id' = {}: expected a token id (or a list of them) below {}",
-             gfile, e->dump(), c.vocab);
-      c.eos_id = static_cast<int>(first.get<int64_t>());
-    }
+  // generation_config.json: default sampling and the end-of-generation ids.
+  if (auto g = read_generation_config(folder, c.vocab)) {
+    if (!g->eos_token_ids.empty()) c.eos_id = g->eos_token_ids.front();
+    for (auto& kv : generation_metadata(*g)) m.push_back(std::move(kv));
   }
   return c;
 }

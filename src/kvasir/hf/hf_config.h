@@ -17,8 +17,8 @@
 // .attention.key_length/.value_length when head_dim is not hidden_size / heads, and for linear
 // RoPE scaling .rope.scaling.type/.factor. Llama-3 RoPE scaling becomes a rope_freqs.weight
 // tensor, computed as llama.cpp's converter computes it (rope_freqs below). From
-// generation_config.json: general.sampling.temp/top_k/top_p when do_sample is not false, and the
-// first EOS id (eos_token_id may be a list).
+// generation_config.json (generation_config.h): the general.sampling.* keys, every eos_token_id
+// as tokenizer.ggml.kvasir.eog_token_ids, and the first one as eos_id.
 #pragma once
 
 #include <optional>
@@ -43,7 +43,7 @@ struct HfConfig {
   // the rows as stored.
   bool permute_qk = false;
   std::vector<float> rope_freqs;  // llama3 scaling: the rope_freqs.weight tensor (head_dim / 2)
-  std::optional<int> eos_id;      // generation_config.json
+  std::optional<int> eos_id;      // generation_config.json: its first eos_token_id
   std::vector<std::pair<std::string, gguf::Value>> metadata;
 };
 

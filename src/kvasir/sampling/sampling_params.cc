@@ -83,4 +83,21 @@ bool SamplingParams::stops_on_token(int32_t token, std::span<const int32_t> eos_
          std::find(eos_token_ids.begin(), eos_token_ids.end(), token) != eos_token_ids.end();
 }
 
+std::string SamplingDefaults::describe() const {
+  std::string out;
+  auto add = [&](const char* name, const auto& v) {
+    if (!v) return;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", name, *v);
+  };
+  add("temperature", temperature);
+  add("top_k", top_k);
+  add("top_p", top_p);
+  add("min_p", min_p);
+  add("repetition_penalty", repetition_penalty);
+  add("penalty_last_n", penalty_last_n);
+  add("max_tokens", max_tokens);
+  return out;
+}
+
 }  // namespace kvasir

@@ -34,6 +34,12 @@
 //                      is then sampled). kRaw: log-softmax of the model's logits untouched.
 //   logit_bias         token id -> value added to its logit, in [-100, 100] (OpenAI), or -inf to
 //                      ban a token outright.
+//
+// SamplingDefaults: the defaults a model carries for some of these fields (a Hugging Face
+// folder's generation_config.json, a GGUF's general.sampling.* keys; read by the CLI). Each set
+// field replaces the built-in default of SamplingParams' field of the same name wherever the
+// user (a `kvasir run` flag) or the request (a JSON field) did not choose a value; unset fields
+// leave the built-in default alone.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +95,24 @@ struct SamplingParams {
   // Whether sampling `token` ends the generation: one of stop_token_ids, or one of the model's
   // EOS / end-of-generation ids unless ignore_eos.
   bool stops_on_token(int32_t token, std::span<const int32_t> eos_token_ids) const;
+};
+
+struct SamplingDefaults {
+  std::optional<float> temperature;  // 0 when the model asks for greedy (do_sample: false)
+  std::optional<int32_t> top_k;
+  std::optional<float> top_p;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<int32_t> penalty_last_n;
+  std::optional<int32_t> max_tokens;
+
+  bool empty() const {
+    return !temperature && !top_k && !top_p && !min_p && !repetition_penalty && !penalty_last_n &&
+           !max_tokens;
+  }
+  // "temperature 0, top_p 0.9, max_tokens 512" (the set fields, in declaration order), "" when
+  // empty.
+  std::string describe() const;
 };
 
 }  // namespace kvasir

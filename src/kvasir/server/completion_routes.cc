@@ -42,9 +42,16 @@ void run_job(RouteContext& ctx, const ClientState& client, HttpResponse& res,
   }
 }
 
-// A job for one request's options on model m, its sampling parameters checked.
+// A job for one request's options on model m, with m's sampling defaults for the fields the
+// request left unset (the default max_tokens cut to what the context leaves after the longest of
+// `prompts`), its sampling parameters checked.
 std::shared_ptr<Job> new_job(ModelSlot& m, const char* id_prefix, const std::string& key,
-                             const GenerationOptions& o) {
+                             GenerationOptions o,
+                             const std::vector<std::vector<int32_t>>& prompts) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  apply_sampling_defaults(o, m.info.sampling_defaults,
+                          m.engine.max_model_len() - static_cast<int>(longest));
   auto job = std::make_shared<Job>();
   job->model = &m;
   job->id = make_response_id(id_prefix);
@@ -125,7 +132,7 @@ void completions(RouteContext& ctx, const HttpRequest& req, HttpResponse& res,
   std::optional<RouteDecision> decision;
   ModelSlot& m = choose_model(ctx, t, key, cr.options, static_cast<int>(cr.prompts.size()),
                               prompts_for, prompts, decision);
-  auto job = new_job(m, "cmpl-", key, cr.options);
+  auto job = new_job(m, "cmpl-", key, cr.options, prompts);
   job->route = std::move(decision);
   if (job->route) job->route_large_prices = ctx.find_model(t.route->large)->prices;
   job->completion_logprobs = cr.logprobs;
@@ -161,7 +168,7 @@ void chat_completions(RouteContext& ctx, const HttpRequest& req, HttpResponse& r
   std::vector<std::vector<int32_t>> prompts;
   std::optional<RouteDecision> decision;
   ModelSlot& m = choose_model(ctx, t, key, cr.options, 1, prompts_for, prompts, decision);
-  auto job = new_job(m, "chatcmpl-", key, cr.options);
+  auto job = new_job(m, "chatcmpl-", key, cr.options, prompts);
   job->route = std::move(decision);
   if (job->route) job->route_large_prices = ctx.find_model(t.route->large)->prices;
   job->chat = true;

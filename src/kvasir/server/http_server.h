@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "kvasir/engine.h"
+#include "kvasir/sampling/sampling_params.h"
 #include "kvasir/server/api_keys.h"
 #include "kvasir/server/http_listener.h"
 #include "kvasir/server/route_policy.h"
@@ -80,6 +81,11 @@ struct ModelInfo {
   std::string path;         // the model file or folder as given
   // The model's sha256 (util/sha256.h): "" while it is still being computed; unset: not known.
   std::function<std::string()> sha256;
+  // The model's own sampling defaults (its generation_config.json or general.sampling.* keys):
+  // a generation request that leaves one of these fields unset gets the model's value instead of
+  // the built-in default (openai_request.h apply_sampling_defaults); a field the request sets is
+  // its own, as OpenAI's API has it. Empty: the built-in defaults (`--generation-config none`).
+  SamplingDefaults sampling_defaults;
 };
 
 // One model a server answers for (several: multi-model serving). The engine and tokenizer are

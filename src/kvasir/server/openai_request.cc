@@ -256,18 +256,27 @@ GenerationOptions parse_common(const Json& body, bool chat) {
   // API we serve, as values above 2 only flatten the distribution towards uniform noise and a
   // client sending 1e10 has a bug we should report rather than hide.
   if (auto v = opt_float(
-          body, "temperature", [](double x) { return x >= 0 && x <= 2; }, "in [0, 2]"))
+          body, "temperature", [](double x) { return x >= 0 && x <= 2; }, "in [0, 2]")) {
     sp.temperature = *v;
+    o.given.temperature = true;
+  }
   // top_p: OpenAI documents 0..1; 0 would keep no token, so (0, 1] as vLLM.
   if (auto v = opt_float(
-          body, "top_p", [](double x) { return x > 0 && x <= 1; }, "in (0, 1]"))
+          body, "top_p", [](double x) { return x > 0 && x <= 1; }, "in (0, 1]")) {
     sp.top_p = *v;
+    o.given.top_p = true;
+  }
   // top_k (vLLM): -1 or 0 = off, else a count.
-  if (auto v = opt_int(body, "top_k")) sp.top_k = to_int32(*v, "top_k", -1, kInt32Max);
+  if (auto v = opt_int(body, "top_k")) {
+    sp.top_k = to_int32(*v, "top_k", -1, kInt32Max);
+    o.given.top_k = true;
+  }
   // min_p (vLLM): [0, 1].
   if (auto v = opt_float(
-          body, "min_p", [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]"))
+          body, "min_p", [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]")) {
     sp.min_p = *v;
+    o.given.min_p = true;
+  }
   // presence_penalty, frequency_penalty: OpenAI's [-2, 2].
   if (auto v = opt_float(
           body, "presence_penalty", [](double x) { return x >= -2 && x <= 2; }, "in [-2, 2]"))
@@ -279,8 +288,10 @@ GenerationOptions parse_common(const Json& body, bool chat) {
   if (auto v = opt_float(
           body, "repetition_penalty",
           [](double x) { return x > 0 && x <= std::numeric_limits<float>::max(); },
-          "a finite number > 0 (1 = off)"))
+          "a finite number > 0 (1 = off)")) {
     sp.repetition_penalty = *v;
+    o.given.repetition_penalty = true;
+  }
   if (const Json* v = get(body, "seed")) sp.seed = parse_seed(*v);
 
   std::optional<int64_t> max_tokens = opt_int(body, "max_tokens");
@@ -295,6 +306,7 @@ GenerationOptions parse_common(const Json& body, bool chat) {
     if (*max_tokens < 1)
       bad(max_name, fmt::format("'{}' must be >= 1, got {}", max_name, *max_tokens));
     sp.max_tokens = to_int32(*max_tokens, max_name, 1, kInt32Max);
+    o.given.max_tokens = true;
   } else {
     sp.max_tokens = -1;
   }
@@ -770,6 +782,20 @@ ChatRequest parse_chat_request(const Json& body) {
   r.options.sampling.logprobs = r.logprobs;
   r.options.sampling.top_logprobs = r.top_logprobs;
   return r;
+}
+
+void apply_sampling_defaults(GenerationOptions& o, const SamplingDefaults& d, int room) {
+  SamplingParams& sp = o.sampling;
+  if (d.temperature && !o.given.temperature) sp.temperature = *d.temperature;
+  if (d.top_k && !o.given.top_k) sp.top_k = *d.top_k;
+  if (d.top_p && !o.given.top_p) sp.top_p = *d.top_p;
+  if (d.min_p && !o.given.min_p) sp.min_p = *d.min_p;
+  if (d.repetition_penalty && !o.given.repetition_penalty) {
+    sp.repetition_penalty = *d.repetition_penalty;
+    if (d.penalty_last_n) sp.penalty_last_n = *d.penalty_last_n;
+  }
+  if (d.max_tokens && !o.given.max_tokens)
+    sp.max_tokens = std::max(1, std::min(*d.max_tokens, room));
 }
 
 }  // namespace kvasir::server

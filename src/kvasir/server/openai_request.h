@@ -54,7 +54,20 @@ struct GenerationOptions {
   // which field it came from (for errors).
   std::string grammar;
   std::string grammar_field;
+  // Which of the fields a model may carry defaults for (SamplingDefaults) the request set itself
+  // (max_tokens: max_tokens or max_completion_tokens).
+  struct Given {
+    bool temperature = false, top_k = false, top_p = false, min_p = false,
+         repetition_penalty = false, max_tokens = false;
+  } given;
 };
+
+// Gives the sampling fields the request left unset the model's defaults `d` (ModelInfo::
+// sampling_defaults): temperature, top_k, top_p, min_p, repetition_penalty (with the model's
+// penalty_last_n when that penalty comes from `d`), and max_tokens, cut to `room` (the tokens the
+// context leaves after the longest prompt, as vLLM cuts its default) and at least 1. Fields the
+// request set are left alone.
+void apply_sampling_defaults(GenerationOptions& o, const SamplingDefaults& d, int room);
 
 enum class ToolChoice { kNone, kAuto, kRequired, kFunction };
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "kvasir/tokenizer/normalizer.h"
 #include "kvasir/tokenizer/pre_tokenizer.h"
 #include "kvasir/util/error.h"
 
@@ -121,62 +122,136 @@ std::string type_of(const json& j) {
 
 enum class Shape { kSpm, kByteLevel, kWordPiece };
 
-// Sequence [Prepend "▁", Replace " " -> "▁"] (Llama 2 style).
-bool is_spm_normalizer(const json& n) {
-  if (type_of(n) != "Sequence") return false;
-  const json* seq = field(n, "normalizers");
-  if (!seq || !seq->is_array() || seq->size() != 2) return false;
-  const json& p = (*seq)[0];
-  const json& r = (*seq)[1];
-  if (type_of(p) != "Prepend" || !field(p, "prepend") || (*field(p, "prepend")) != kSpace) {
-    return false;
+// The normalizer of a byte-fallback (SentencePiece-style) BPE without a Metaspace
+// pre-tokenizer: Prepend "▁" (optional) and Replace " " -> "▁" (required), the space prefix and
+// escape Kvasir's SPM path applies itself, plus the steps that commute with them (Unicode forms,
+// Lowercase), which are returned as the residual normalizer.
+struct SpmNormalizer {
+  bool prepend = false;
+  Normalizer residual;
+};
+
+SpmNormalizer spm_normalizer(const json* n, const std::string& file) {
+  const char* const kSupported =
+      "supported for a byte-fallback BPE without pre-tokenizer: Sequence [Prepend \"\\u2581\" "
+      "(optional), Replace \" \" -> \"\\u2581\"] with NFC, NFD, NFKC, NFKD or Lowercase around "
+      "them (NFKC / NFKD only before the Replace)";
+  if (!n) fail("{}: normalizer = null is not supported ({})", file, kSupported);
+  const Normalizer all = Normalizer::from_json(*n, file, "normalizer");
+  SpmNormalizer out;
+  bool replaced = false;
+  std::vector<NormalizerStep> residual;
+  for (const NormalizerStep& st : all.steps()) {
+    using K = NormalizerStep::Kind;
+    switch (st.kind) {
+      case K::kPrepend:
+        if (st.from != kSpace || out.prepend) {
+          fail("{}: normalizer step Prepend \"{}\" is not supported ({})", file, st.from,
+               kSupported);
+        }
+        out.prepend = true;
+        break;
+      case K::kReplace:
+        if (st.from != " " || st.to != kSpace || replaced) {
+          fail("{}: normalizer step Replace \"{}\" -> \"{}\" is not supported ({})", file, st.from,
+               st.to, kSupported);
+        }
+        replaced = true;
+        break;
+      case K::kNfkc:
+      case K::kNfkd:
+        // They can make spaces (U+00A0, U+3000, ...), which the Replace must still see.
+        if (replaced) {
+          fail("{}: normalizer step {} after Replace \" \" -> \"\\u2581\" is not supported ({})",
+               file, normalizer_step_name(st.kind), kSupported);
+        }
+        residual.push_back(st);
+        break;
+      case K::kNfc:
+      case K::kNfd:
+      case K::kLowercase:
+        residual.push_back(st);
+        break;
+      case K::kStrip:
+        fail("{}: normalizer step Strip is not supported ({})", file, kSupported);
+    }
   }
-  if (type_of(r) != "Replace") return false;
-  const json* pat = field(r, "pattern");
-  const json* content = field(r, "content");
-  return pat && content && pat->is_object() && field(*pat, "String") &&
-         (*field(*pat, "String")) == " " && *content == kSpace;
+  if (!replaced) {
+    fail("{}: normalizer = {} is not supported: no Replace \" \" -> \"\\u2581\" ({})", file,
+         show(*n), kSupported);
+  }
+  out.residual = Normalizer(std::move(residual));
+  return out;
 }
 
-// Checks the ByteLevel pre-tokenizer options; `use_regex` is what the caller requires.
-void check_byte_level(const json& b, const std::string& file, const std::string& path,
-                      bool use_regex) {
+// The normalizer of a byte-fallback BPE with a Metaspace pre-tokenizer: Unicode forms and
+// Lowercase only (the Metaspace does the space escape).
+Normalizer metaspace_normalizer(const json* n, const std::string& file) {
+  if (!n) return Normalizer();
+  const Normalizer all = Normalizer::from_json(*n, file, "normalizer");
+  for (const NormalizerStep& st : all.steps()) {
+    using K = NormalizerStep::Kind;
+    if (st.kind == K::kReplace || st.kind == K::kPrepend || st.kind == K::kStrip) {
+      fail(
+          "{}: normalizer step {} is not supported with a Metaspace pre-tokenizer (supported: "
+          "NFC, NFD, NFKC, NFKD, Lowercase)",
+          file, normalizer_step_name(st.kind));
+    }
+  }
+  return all;
+}
+
+// The Metaspace pre-tokenizer of a byte-fallback BPE: its prepend scheme and split flag.
+struct MetaspaceOptions {
+  std::string scheme;
+  bool split;
+};
+
+MetaspaceOptions metaspace_options(const json& pt, const std::string& file) {
+  const std::string path = "pre_tokenizer";
+  const std::string rep = get_string(pt, file, path, "replacement");
+  if (rep != kSpace) {
+    fail("{}: field 'pre_tokenizer.replacement' = '{}' is not supported (expected \"\\u2581\")",
+         file, rep);
+  }
+  MetaspaceOptions o;
+  o.scheme = field(pt, "prepend_scheme") ? get_string(pt, file, path, "prepend_scheme") : "always";
+  if (o.scheme != "always" && o.scheme != "first" && o.scheme != "never") {
+    fail("{}: field 'pre_tokenizer.prepend_scheme' = '{}': expected always, first or never", file,
+         o.scheme);
+  }
+  // Older files: add_prefix_space false means "never" (Hugging Face refuses any other scheme).
+  if (field(pt, "add_prefix_space") && !get_bool(pt, file, path, "add_prefix_space", true)) {
+    if (field(pt, "prepend_scheme") && o.scheme != "never") {
+      fail("{}: field 'pre_tokenizer.add_prefix_space' = false does not match prepend_scheme '{}'",
+           file, o.scheme);
+    }
+    o.scheme = "never";
+  }
+  o.split = get_bool(pt, file, path, "split", true);
+  return o;
+}
+
+// Checks the ByteLevel pre-tokenizer options; returns use_regex.
+bool check_byte_level(const json& b, const std::string& file, const std::string& path) {
   if (get_bool(b, file, path, "add_prefix_space", false)) {
     fail(
         "{}: field '{}.add_prefix_space' = true is not supported (Kvasir's byte-level BPE adds no "
         "space prefix)",
         file, path);
   }
-  if (get_bool(b, file, path, "use_regex", true) != use_regex) {
-    fail("{}: field '{}.use_regex' = {} is not supported here (expected {})", file, path,
-         !use_regex, use_regex);
-  }
+  return get_bool(b, file, path, "use_regex", true);
 }
 
-// The tokenizer.ggml.pre preset of a byte-level tokenizer.json pre_tokenizer.
-std::string byte_level_pre(const json& pt, const std::string& file) {
-  const std::string type = type_of(pt);
-  if (type == "ByteLevel") {
-    check_byte_level(pt, file, "pre_tokenizer", true);
-    return "gpt-2";
-  }
-  if (type != "Sequence") {
-    fail(
-        "{}: pre_tokenizer.type '{}' is not supported for byte-level BPE (supported: ByteLevel, "
-        "Sequence [Split, ByteLevel])",
-        file, type);
-  }
-  const json* seq = field(pt, "pretokenizers");
-  if (!seq || !seq->is_array() || seq->size() != 2 || type_of((*seq)[0]) != "Split" ||
-      type_of((*seq)[1]) != "ByteLevel") {
-    fail(
-        "{}: pre_tokenizer.pretokenizers = {} is not supported (supported: [Split(Regex), "
-        "ByteLevel(use_regex false)])",
-        file, show(seq ? *seq : json()));
-  }
-  const json& split = (*seq)[0];
-  check_byte_level((*seq)[1], file, "pre_tokenizer.pretokenizers[1]", false);
-  const std::string sp = "pre_tokenizer.pretokenizers[0]";
+// A byte-level tokenizer.json pre_tokenizer as a tokenizer.ggml.pre preset (which gives the
+// flags) and the regex list that splits as it does (pre_tokenizer.h).
+struct ByteLevelPre {
+  std::string pre;
+  std::vector<std::string> regexes;
+};
+
+// The known Split regex `sp` names, as its preset.
+std::string known_split(const json& split, const std::string& file, const std::string& sp) {
   const std::string behavior = get_string(split, file, sp, "behavior");
   if (behavior != "Isolated") {
     fail("{}: field '{}.behavior' = '{}' is not supported (expected Isolated)", file, sp, behavior);
@@ -198,6 +273,60 @@ std::string byte_level_pre(const json& pt, const std::string& file) {
       "{}: field '{}.pattern.Regex' = '{}' is not a known pre-tokenizer regex (known: GPT-2, "
       "Llama 3, Qwen 2)",
       file, sp, re);
+}
+
+ByteLevelPre byte_level_pre(const json& pt, const std::string& file) {
+  const char* const kSupported =
+      "supported: ByteLevel, or Sequence [Split (a known Regex, Isolated) and Digits, in any "
+      "order, at most one Split, then ByteLevel]";
+  std::vector<std::pair<const json*, std::string>> items;  // (pre-tokenizer, field path)
+  const std::string type = type_of(pt);
+  if (type == "Sequence") {
+    const json* seq = field(pt, "pretokenizers");
+    if (!seq || !seq->is_array() || seq->empty()) {
+      fail("{}: field 'pre_tokenizer.pretokenizers' = {}: expected a non-empty array", file,
+           show(seq ? *seq : json()));
+    }
+    for (size_t i = 0; i < seq->size(); ++i) {
+      items.emplace_back(&(*seq)[i], fmt::format("pre_tokenizer.pretokenizers[{}]", i));
+    }
+  } else if (type == "ByteLevel") {
+    items.emplace_back(&pt, "pre_tokenizer");
+  } else {
+    fail("{}: pre_tokenizer.type '{}' is not supported for byte-level BPE ({})", file, type,
+         kSupported);
+  }
+  ByteLevelPre out;
+  std::string split_pre;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& [j, path] = items[i];
+    const std::string t = type_of(*j);
+    const bool last = i + 1 == items.size();
+    if (t == "ByteLevel") {
+      if (!last) fail("{}: field '{}': ByteLevel must come last ({})", file, path, kSupported);
+      if (check_byte_level(*j, file, path)) out.regexes.push_back(kGpt2Regex);
+    } else if (last) {
+      fail("{}: field '{}.type' = '{}': the sequence must end with ByteLevel ({})", file, path, t,
+           kSupported);
+    } else if (t == "Split") {
+      if (!split_pre.empty()) {
+        fail("{}: field '{}': a second Split is not supported ({})", file, path, kSupported);
+      }
+      split_pre = known_split(*j, file, path);
+      const std::vector<std::string>& re = find_bpe_preset(split_pre)->regexes;
+      out.regexes.insert(out.regexes.end(), re.begin(), re.end());
+    } else if (t == "Digits") {
+      // Rust's char::is_numeric is the general category N; Isolated (each digit a word) or
+      // Contiguous (each run of digits a word).
+      out.regexes.push_back(get_bool(*j, file, path, "individual_digits", false) ? R"(\p{N})"
+                                                                                 : R"(\p{N}+)");
+    } else {
+      fail("{}: field '{}.type' = '{}' is not supported for byte-level BPE ({})", file, path, t,
+           kSupported);
+    }
+  }
+  out.pre = split_pre.empty() ? "gpt-2" : split_pre;
+  return out;
 }
 
 // ---- Special tokens from tokenizer_config.json / special_tokens_map.json ----
@@ -240,6 +369,10 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
   // ---- Which shape ----
   Shape shape;
   std::string pre = "default";
+  std::optional<MetaspaceOptions> metaspace;  // byte-fallback BPE with a Metaspace pre-tokenizer
+  bool spm_prepend = false;                   // ... with a Prepend "\u2581" normalizer
+  Normalizer residual;                        // the normalizer steps Kvasir applies as such
+  std::optional<std::vector<std::string>> pre_regexes;  // byte-level: when the preset's differ
   if (mtype == "BPE") {
     require_null(*model, tok_file, "model", "dropout");
     require_null(*model, tok_file, "model", "continuing_subword_prefix");
@@ -247,17 +380,19 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
     const bool byte_fallback = get_bool(*model, tok_file, "model", "byte_fallback", false);
     if (byte_fallback) {
       shape = Shape::kSpm;
-      if (!normalizer || !is_spm_normalizer(*normalizer)) {
+      if (pre_tok && type_of(*pre_tok) == "Metaspace") {
+        metaspace = metaspace_options(*pre_tok, tok_file);
+        residual = metaspace_normalizer(normalizer, tok_file);
+      } else if (pre_tok) {
         fail(
-            "{}: normalizer = {} is not supported for a byte-fallback BPE (supported: Sequence "
-            "[Prepend \"\\u2581\", Replace \" \" -> \"\\u2581\"])",
-            tok_file, show(normalizer ? *normalizer : json()));
-      }
-      if (pre_tok) {
-        fail(
-            "{}: pre_tokenizer.type '{}' is not supported for a byte-fallback BPE (expected "
-            "null)",
+            "{}: pre_tokenizer.type '{}' is not supported for a byte-fallback BPE (supported: "
+            "null with normalizer Sequence [Prepend \"\\u2581\", Replace \" \" -> \"\\u2581\"], or "
+            "Metaspace)",
             tok_file, type_of(*pre_tok));
+      } else {
+        const SpmNormalizer sn = spm_normalizer(normalizer, tok_file);
+        spm_prepend = sn.prepend;
+        residual = sn.residual;
       }
       if (!get_bool(*model, tok_file, "model", "fuse_unk", false)) {
         fail("{}: field 'model.fuse_unk' = false is not supported (expected true)", tok_file);
@@ -268,12 +403,10 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
       }
     } else {
       shape = Shape::kByteLevel;
-      if (normalizer) {
-        fail("{}: normalizer.type '{}' is not supported for byte-level BPE (expected null)",
-             tok_file, type_of(*normalizer));
-      }
+      if (normalizer) residual = Normalizer::from_json(*normalizer, tok_file, "normalizer");
       if (!pre_tok) fail("{}: missing field 'pre_tokenizer' (byte-level BPE)", tok_file);
-      pre = byte_level_pre(*pre_tok, tok_file);
+      const ByteLevelPre blp = byte_level_pre(*pre_tok, tok_file);
+      pre = blp.pre;
       const bool ignore = get_bool(*model, tok_file, "model", "ignore_merges", false);
       const BpePreset* preset = find_bpe_preset(pre);
       if (!preset || preset->ignore_merges != ignore) {
@@ -282,6 +415,7 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
             "ignore_merges {})",
             tok_file, ignore, pre, preset ? preset->ignore_merges : false);
       }
+      if (blp.regexes != preset->regexes) pre_regexes = blp.regexes;
       if (field(*model, "unk_token")) {
         fail(
             "{}: field 'model.unk_token' = {} is not supported for byte-level BPE (expected "
@@ -386,11 +520,26 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
     types[a.id] = static_cast<int32_t>(a.special ? TokenType::kControl : TokenType::kUserDefined);
     (a.normalized ? any_normalized : any_raw) = true;
   }
-  if (shape == Shape::kSpm && any_normalized && any_raw) {
+  if (((shape == Shape::kSpm && !metaspace) || !residual.empty()) && any_normalized && any_raw) {
     fail(
         "{}: field 'added_tokens': a mix of normalized and non-normalized added tokens is not "
-        "supported",
+        "supported with this normalizer",
         tok_file);
+  }
+  // Normalized added tokens match their normalized form in the normalized text: under
+  // Prepend("\u2581") that is special_eats_space (vocab.h); the other steps must leave the
+  // token as it is, and then the whole text is normalized before matching (special_normalized).
+  const bool eats_space = shape == Shape::kSpm && spm_prepend && any_normalized;
+  const bool special_normalized = !residual.empty() && any_normalized && !eats_space;
+  if (!residual.empty() && any_normalized) {
+    for (const AddedToken& a : added) {
+      if (a.normalized && residual.apply(a.content) != a.content) {
+        fail(
+            "{}: field 'added_tokens' ('{}'): a token marked normalized that the normalizer "
+            "changes is not supported",
+            tok_file, a.content);
+      }
+    }
   }
 
   // ---- Merges ----
@@ -660,8 +809,24 @@ Metadata hf_tokenizer_metadata(const std::string& folder) {
   put("tokenizer.ggml.add_bos_token", gguf::Value::boolean(add_bos));
   put("tokenizer.ggml.add_eos_token", gguf::Value::boolean(add_eos));
   if (shape == Shape::kSpm) {
-    put("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(true));
-    if (any_normalized) put("tokenizer.ggml.kvasir.special_eats_space", gguf::Value::boolean(true));
+    put("tokenizer.ggml.add_space_prefix",
+        gguf::Value::boolean(metaspace ? metaspace->scheme != "never" : spm_prepend));
+    if (eats_space) put("tokenizer.ggml.kvasir.special_eats_space", gguf::Value::boolean(true));
+    if (metaspace) {
+      put("tokenizer.ggml.kvasir.metaspace", gguf::Value::str(metaspace->scheme));
+      if (metaspace->split) {
+        put("tokenizer.ggml.kvasir.metaspace_split", gguf::Value::boolean(true));
+      }
+    }
+  }
+  if (!residual.empty()) {
+    put("tokenizer.ggml.kvasir.normalizer", gguf::Value::str(residual.to_json_text()));
+  }
+  if (special_normalized) {
+    put("tokenizer.ggml.kvasir.special_normalized", gguf::Value::boolean(true));
+  }
+  if (pre_regexes) {
+    put("tokenizer.ggml.kvasir.pre_regexes", gguf::Value::string_array(*pre_regexes));
   }
   if (shape == Shape::kWordPiece) {
     put("tokenizer.ggml.normalizer.lowercase", gguf::Value::boolean(lowercase));

@@ -1,5 +1,8 @@
 #include "kvasir/tokenizer/tokenizer.h"
 
+#include <algorithm>
+#include <string>
+
 #include "kvasir/tokenizer/subword.h"
 #include "kvasir/util/error.h"
 
@@ -142,7 +145,22 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
-  const std::vector<Fragment> frags = split_special(text, parse_special);
+  // With special_normalized (or special_eats_space) the whole text is normalized first and the
+  // special tokens are matched in it; otherwise each run is normalized on its own (vocab.h).
+  const bool normalize_runs =
+      !vocab_.normalizer.empty() && !vocab_.special_normalized && !vocab_.special_eats_space;
+  std::string normalized_text;
+  if (!vocab_.normalizer.empty() && !normalize_runs) {
+    normalized_text = vocab_.normalizer.apply(text);
+    text = normalized_text;
+  }
+  std::string run_buf;
+  auto run_text = [&](const Fragment& f) -> std::string_view {
+    const std::string_view raw = text.substr(f.offset, f.length);
+    if (!normalize_runs) return raw;
+    run_buf = vocab_.normalizer.apply(raw);
+    return run_buf;
+  };
   auto require = [&](TokenId id, const char* what) {
     if (id == kNoToken) {
       fail("{}: the vocab asks for a {} token but has none", vocab_.source, what);
@@ -153,7 +171,6 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
   switch (vocab_.type) {
     case VocabType::kSpm: {
       if (add_special && vocab_.add_bos) out.push_back(require(vocab_.bos, "BOS"));
-      bool prev_special = true;  // the first run gets the space prefix too
       std::string run;
       if (vocab_.special_eats_space) {
         // The space prefix goes before the whole text, special tokens are matched with the
@@ -173,15 +190,45 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
         if (add_special && vocab_.add_eos) out.push_back(require(vocab_.eos, "EOS"));
         break;
       }
+      const std::vector<Fragment> frags = split_special(text, parse_special);
+      if (vocab_.metaspace != Vocab::Metaspace::kNone) {
+        // Hugging Face's Metaspace pre-tokenizer (see vocab.h).
+        const std::string_view sp = "\xE2\x96\x81";
+        for (const Fragment& f : frags) {
+          if (f.id != kNoToken) {
+            out.push_back(f.id);
+            continue;
+          }
+          run.assign(run_text(f));
+          escape_spaces(run);
+          const bool prefix = vocab_.metaspace == Vocab::Metaspace::kAlways ||
+                              (vocab_.metaspace == Vocab::Metaspace::kFirst && f.offset == 0);
+          if (prefix && !run.empty() && !run.starts_with(sp)) run.insert(0, sp);
+          if (!vocab_.metaspace_split) {
+            spm_tokenize(vocab_, run, out);
+            continue;
+          }
+          const std::string_view r = run;
+          size_t word = 0;
+          for (size_t hit; (hit = r.find(sp, word + 1)) != std::string_view::npos; word = hit) {
+            spm_tokenize(vocab_, r.substr(word, hit - word), out);
+          }
+          if (word < r.size()) spm_tokenize(vocab_, r.substr(word), out);
+        }
+        if (add_special && vocab_.add_eos) out.push_back(require(vocab_.eos, "EOS"));
+        break;
+      }
+      bool prev_special = true;  // the first run gets the space prefix too
       for (const Fragment& f : frags) {
         if (f.id != kNoToken) {
           out.push_back(f.id);
           prev_special = true;
           continue;
         }
+        const std::string_view t = run_text(f);
         run.clear();
-        if (vocab_.add_space_prefix && prev_special) run.push_back(' ');
-        run.append(text.substr(f.offset, f.length));
+        if (vocab_.add_space_prefix && prev_special && !t.empty()) run.push_back(' ');
+        run.append(t);
         escape_spaces(run);
         spm_tokenize(vocab_, run, out);
         prev_special = false;
@@ -191,24 +238,24 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
     }
     case VocabType::kBpe: {
       if (add_special && vocab_.add_bos) out.push_back(require(vocab_.bos, "BOS"));
-      for (const Fragment& f : frags) {
+      for (const Fragment& f : split_special(text, parse_special)) {
         if (f.id != kNoToken) {
           out.push_back(f.id);
           continue;
         }
-        bpe_tokenize(vocab_, pre_->split(text.substr(f.offset, f.length), true), out);
+        bpe_tokenize(vocab_, pre_->split(run_text(f), true), out);
       }
       if (add_special && vocab_.add_eos) out.push_back(require(vocab_.eos, "EOS"));
       break;
     }
     case VocabType::kWpm: {
       if (add_special) out.push_back(require(vocab_.bos, "CLS (BOS)"));
-      for (const Fragment& f : frags) {
+      for (const Fragment& f : split_special(text, parse_special)) {
         if (f.id != kNoToken) {
           out.push_back(f.id);
           continue;
         }
-        wpm_tokenize(vocab_, text.substr(f.offset, f.length), out);
+        wpm_tokenize(vocab_, run_text(f), out);
       }
       if (add_special) out.push_back(require(vocab_.sep, "SEP"));
       break;

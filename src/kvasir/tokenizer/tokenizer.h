@@ -15,7 +15,10 @@
 //     special token; spaces become U+2581. Vocabs converted from Hugging Face (vocab.h) may
 //     instead say special_eats_space: the space prefix goes before the whole text, special
 //     tokens match only with a space (or the text start) before them and take it, and runs get
-//     no prefix of their own.
+//     no prefix of their own. Runs are first passed through the vocab's normalizer (vocab.h
+//     tokenizer.ggml.kvasir.normalizer: NFC/NFKC/..., Lowercase, Replace, ...; the whole text
+//     when special tokens are matched normalized). With tokenizer.ggml.kvasir.metaspace, SPM
+//     runs get the "\u2581" prefix by Hugging Face's Metaspace rule instead of add_space_prefix.
 //  3. add_special adds BOS first / EOS last as the vocab's add_bos / add_eos say (WordPiece:
 //     always [CLS] first and [SEP] last). Throws kvasir::Error if the vocab asks for a BOS/EOS it
 //     does not have.
@@ -77,7 +80,10 @@ class Tokenizer {
   bool add_sep() const { return vocab_.add_sep; }
   bool add_space_prefix() const { return vocab_.add_space_prefix; }
 
-  // End of generation: EOS, EOT, EOM and the other end-of-turn tokens of the vocab.
+  // End of generation: EOS, EOT, EOM and the other end-of-turn tokens of the vocab, plus every id
+  // of the Kvasir key tokenizer.ggml.kvasir.eog_token_ids (vocab.cc)
+  // (a Hugging Face folder's generation_config.json eos_token_id list, hf/generation_config.h);
+  // an id there outside the vocab is an error naming the key.
   bool is_eog(TokenId id) const { return vocab_.is_eog(id); }
   const std::vector<TokenId>& eog_ids() const { return vocab_.eog_tokens; }
   bool is_valid(TokenId id) const { return vocab_.valid(id); }

@@ -271,6 +271,58 @@ void read_whitespace_flags(const Keys& keys, Vocab& v) {
       keys.boolean("tokenizer.ggml.remove_extra_whitespaces", v.remove_extra_whitespaces);
 }
 
+// Reads the tokenizer.ggml.kvasir.normalizer, .special_normalized, .metaspace, .metaspace_split
+// and .pre_regexes keys (vocab.h); fills the same-named fields (pre_regexes replaces the preset's).
+void read_kvasir_text_keys(const Keys& keys, Vocab& v) {
+  const std::string& source = keys.source();
+  if (keys.find("tokenizer.ggml.kvasir.normalizer")) {
+    v.normalizer = Normalizer::from_json_text(keys.string("tokenizer.ggml.kvasir.normalizer", ""),
+                                              source, "tokenizer.ggml.kvasir.normalizer");
+  }
+  v.special_normalized = keys.boolean("tokenizer.ggml.kvasir.special_normalized", false);
+  const std::string ms = keys.string("tokenizer.ggml.kvasir.metaspace", "");
+  if (!ms.empty()) {
+    if (v.type != VocabType::kSpm) {
+      fail("{}: metadata key 'tokenizer.ggml.kvasir.metaspace' needs an SPM ('llama') vocab",
+           source);
+    }
+    if (ms == "always") {
+      v.metaspace = Vocab::Metaspace::kAlways;
+    } else if (ms == "first") {
+      v.metaspace = Vocab::Metaspace::kFirst;
+    } else if (ms == "never") {
+      v.metaspace = Vocab::Metaspace::kNever;
+    } else {
+      fail(
+          "{}: metadata key 'tokenizer.ggml.kvasir.metaspace' = '{}': expected always, first or "
+          "never",
+          source, ms);
+    }
+    if (v.special_eats_space) {
+      fail(
+          "{}: metadata keys 'tokenizer.ggml.kvasir.metaspace' and "
+          "'tokenizer.ggml.kvasir.special_eats_space' cannot be combined",
+          source);
+    }
+  }
+  v.metaspace_split = keys.boolean("tokenizer.ggml.kvasir.metaspace_split", false);
+  if (v.metaspace_split && v.metaspace == Vocab::Metaspace::kNone) {
+    fail(
+        "{}: metadata key 'tokenizer.ggml.kvasir.metaspace_split' needs "
+        "'tokenizer.ggml.kvasir.metaspace'",
+        source);
+  }
+  if (const gguf::Array* re =
+          keys.array("tokenizer.ggml.kvasir.pre_regexes", "array[string]", is_string_type)) {
+    if (v.type != VocabType::kBpe) {
+      fail("{}: metadata key 'tokenizer.ggml.kvasir.pre_regexes' needs a BPE ('gpt2') vocab",
+           source);
+    }
+    v.pre_regexes.clear();
+    for (const auto& item : re->items) v.pre_regexes.push_back(item.as_string());
+  }
+}
+
 // Reads tokenizer.ggml.tokens, .scores, .token_type; fills v.tokens, token_to_id, max_token_len.
 void read_tokens(const Keys& keys, Vocab& v) {
   const std::string& source = keys.source();
@@ -538,6 +590,26 @@ void apply_strip_attributes(const Keys& keys, Vocab& v) {
   }
 }
 
+// tokenizer.ggml.kvasir.eog_token_ids (array of token ids, e.g. every eos_token_id of a
+// Hugging Face generation_config.json): more end-of-generation tokens, added to v.eog_tokens.
+void add_extra_eog_tokens(const Metadata& kv, const std::string& source, Vocab& v) {
+  static constexpr std::string_view kKey = "tokenizer.ggml.kvasir.eog_token_ids";
+  for (const auto& [key, value] : kv) {
+    if (key != kKey) continue;
+    if (value.type != gguf::ValueType::ARRAY)
+      fail("{}: '{}' is {}: expected an array of token ids", source, kKey, value.type_name());
+    for (const gguf::Value& item : value.as_array().items) {
+      if (!item.is_integer() || item.as_int() < 0 || item.as_int() >= v.n_tokens())
+        fail("{}: '{}' holds {}: expected token ids in 0 .. {}", source, kKey,
+             item.is_integer() ? std::to_string(item.as_int()) : item.type_name(),
+             v.n_tokens() - 1);
+      v.eog_tokens.push_back(static_cast<TokenId>(item.as_int()));
+    }
+  }
+  std::sort(v.eog_tokens.begin(), v.eog_tokens.end());
+  v.eog_tokens.erase(std::unique(v.eog_tokens.begin(), v.eog_tokens.end()), v.eog_tokens.end());
+}
+
 }  // namespace
 
 std::string_view vocab_type_name(VocabType t) {
@@ -596,6 +668,7 @@ Vocab load_vocab(const Metadata& kv, const std::string& source) {
   apply_model_defaults(source, v);
   read_bpe_merges(keys, v);
   read_whitespace_flags(keys, v);
+  read_kvasir_text_keys(keys, v);
 
   read_tokens(keys, v);
   read_special_token_ids(keys, v);
@@ -605,6 +678,7 @@ Vocab load_vocab(const Metadata& kv, const std::string& source) {
   find_special_tokens_by_text(v);
   mark_unused_control_tokens(v);
   collect_eog_tokens(v);
+  add_extra_eog_tokens(kv, source, v);
 
   collect_special_tokens(v);
   render_pieces(v);

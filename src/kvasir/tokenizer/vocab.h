@@ -16,7 +16,7 @@
 //    tokens found that way are made control tokens;
 //  - control tokens whose text contains "unused" are marked unused;
 //  - the per-model strip attributes (phi-3, jina-v2 <mask>, modern-bert [MASK]).
-// One extension beyond llama.cpp, for vocabularies converted from Hugging Face tokenizer.json
+// Extensions beyond llama.cpp, for vocabularies converted from Hugging Face tokenizer.json
 // (hf_tokenizer.h); GGUF files without these keys load exactly as llama.cpp loads them:
 //  - tokenizer.ggml.kvasir.spm_merge_by_rank (bool, SPM only; needs tokenizer.ggml.merges): the
 //    vocab is tokenized as Hugging Face's BPE model does (subword.h) instead of by score. Without
@@ -27,6 +27,28 @@
 //    runs get no space prefix of their own beyond the one at the start of the text. This is
 //    Hugging Face's rule for added tokens marked "normalized" under a Prepend("\u2581") +
 //    Replace(" ", "\u2581") normalizer: they match their normalized form "\u2581<text>".
+//  - tokenizer.ggml.kvasir.normalizer (string): a Hugging Face tokenizer.json normalizer, as JSON
+//    text, restricted to what normalizer.h implements (NFC, NFD, NFKC, NFKD, Lowercase, Strip,
+//    Replace with a String pattern, Prepend, Sequence). Each text run between special tokens is
+//    normalized before anything else happens to it (SPM: before the space prefix and the
+//    U+2581 escape; BPE: before the pre-tokenizer; WordPiece: before its own normalization).
+//  - tokenizer.ggml.kvasir.special_normalized (bool): the whole text is normalized first and
+//    special tokens are matched in the normalized text (Hugging Face's rule for added tokens
+//    marked "normalized"), instead of being split out of the raw text before each run is
+//    normalized (its rule for the others). special_eats_space implies it.
+//  - tokenizer.ggml.kvasir.metaspace (string "always" | "first" | "never", SPM only): Hugging
+//    Face's Metaspace pre-tokenizer replaces the add_space_prefix rule when encoding: each text
+//    run has its spaces escaped as U+2581 and then gets a U+2581 prefix unless it already starts
+//    with U+2581 (so " a" and "a" both give "\u2581a") and unless it is empty: every run
+//    ("always"), only a run that starts the text ("first"), or none ("never").
+//    add_space_prefix still governs decode().
+//  - tokenizer.ggml.kvasir.metaspace_split (bool, with metaspace): the escaped run is cut before
+//    every U+2581 into words ("a\u2581\u2581b" -> "a", "\u2581", "\u2581b") and each word is
+//    tokenized on its own, so no token spans a word boundary.
+//  - tokenizer.ggml.kvasir.pre_regexes (array of strings, BPE only): the pre-tokenizer regexes
+//    (pre_tokenizer.h) used instead of the list tokenizer.ggml.pre's preset has; the preset still
+//    gives its flags. Written for tokenizer.json pre-tokenizer sequences no preset has (e.g. a
+//    Digits pre-tokenizer before a Split).
 // Where llama.cpp walks a hash map (so its choice among several candidates is unspecified) we
 // walk ids in increasing order.
 #pragma once
@@ -39,6 +61,7 @@
 #include <vector>
 
 #include "kvasir/format/gguf.h"
+#include "kvasir/tokenizer/normalizer.h"
 
 namespace kvasir {
 
@@ -118,6 +141,11 @@ struct Vocab {
   bool ignore_merges = false;
   bool spm_merge_by_rank = false;   // tokenizer.ggml.kvasir.spm_merge_by_rank (see above)
   bool special_eats_space = false;  // tokenizer.ggml.kvasir.special_eats_space (see above)
+  Normalizer normalizer;            // tokenizer.ggml.kvasir.normalizer (see above)
+  bool special_normalized = false;  // tokenizer.ggml.kvasir.special_normalized (see above)
+  enum class Metaspace { kNone, kAlways, kFirst, kNever };
+  Metaspace metaspace = Metaspace::kNone;  // tokenizer.ggml.kvasir.metaspace (see above)
+  bool metaspace_split = false;            // tokenizer.ggml.kvasir.metaspace_split (see above)
   bool clean_spaces = false;
   bool remove_extra_whitespaces = false;  // read for completeness; llama.cpp does not act on it
   bool lowercase = true;                  // WordPiece normalizer
