@@ -519,7 +519,7 @@ Runner add_serve(CLI::App& app) {
           model_sampling_defaults(l.model->file(), m.path, o->generation_config, &defaults_from);
       log::info("model '{}': {}", m.name, defaults_from);
       if (m.pin_quantization) {
-        const std::string actual(dtype_name(l.model->weight_type()));
+        const std::string actual(dtype_name(l.model->predominant_weight_type()));
         server::check_quantization_pin(m.name, m.path, *m.pin_quantization, actual);
       }
       EngineConfig& ec = l.ec;
@@ -685,7 +685,7 @@ Runner add_serve(CLI::App& app) {
       mi.n_vocab = mc.n_vocab;
       mi.n_params = n_params(*l.model);
       mi.size_bytes = static_cast<int64_t>(l.model->weight_bytes());
-      mi.weight_type = std::string(dtype_name(l.model->weight_type()));
+      mi.weight_type = std::string(dtype_name(l.model->predominant_weight_type()));
       mi.kv_type = l.ec.kv_type.name();
       mi.version = version;
       mi.path = m.path;

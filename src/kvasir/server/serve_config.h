@@ -39,7 +39,8 @@
 //   price_cached = 0.05           # USD per 1M prompt tokens from the prefix cache, >= 0
 //   sha256 = "9f86d0...0f00a08"   # pin: 64 hex digits, util/sha256.h's sha256_model_path digest;
 //                                 #   kvasir serve refuses to start when the model's differs
-//   quantization = "q8_0"         # pin: the weights' dtype name as `kvasir inspect` prints it
+//   quantization = "q4_k"         # pin: the dtype most matrix weights are in (a mixture's main
+//                                 #   type: q4_k for Q4_K_M; Model::predominant_weight_type)
 //                                 #   (tensor/dtype.h's dtype_name)
 //   memory_share = 0.5            # fraction of the KV budget for this model, in (0, 1]; the
 //                                 #   shares given sum to at most 1 (default: by need)
