@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's own tools OUTSIDE the repository, from the llama.cpp source bundled with the
 # pinned node-llama-cpp package, and prints the folder holding the binaries: the benchmarks
-# (llama-bench, llama-batched-bench) and the quantization references (llama-quantize,
-# llama-perplexity, llama-imatrix: tests/fixtures/llamacpp-quant/make.sh uses them).
+# (llama-bench, llama-batched-bench; llama-server for bench/compare-serving) and the
+# quantization references (llama-quantize, llama-perplexity, llama-imatrix:
+# tests/fixtures/llamacpp-quant/make.sh uses them).
 #
 #   bench/build-llamacpp.sh            # build (or reuse) and print the bin folder
 #
@@ -55,7 +56,7 @@ fi
 commit="$(git -C "$SRC" rev-parse HEAD)"
 stamp="$BUILD/.kvasir-built-commit"
 
-TOOLS=(llama-bench llama-batched-bench llama-quantize llama-perplexity llama-imatrix)
+TOOLS=(llama-bench llama-batched-bench llama-quantize llama-perplexity llama-imatrix llama-server)
 all_built=1
 for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || all_built=0; done
 if [ "$all_built" = 1 ] && [ "$(cat "$stamp" 2>/dev/null || true)" = "$commit" ]; then
@@ -76,7 +77,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF \

@@ -276,10 +276,12 @@ TEST(MatmulKQuant, PackedInSuperBlocksAtTheirOwnSize) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const Weights w = make_weights(t, 16, 512, 401);
     const PackedMatrix m(w.matrix(), pool);
-    EXPECT_EQ(m.scales_offset(), 0u);
+    EXPECT_EQ(m.meta(0), nullptr);  // the meta is inside each super-block
     EXPECT_EQ(m.super_bytes(), kSuperMetaBytes + 8 * m.block_code_bytes());
     EXPECT_EQ(m.super_bytes() % 32, 0u);  // the codes stay 32-byte aligned
-    EXPECT_EQ(m.panel_bytes(), (2 * m.super_bytes() + 63) / 64 * 64);
+    EXPECT_EQ(m.unit_stride(), kGroupPanels * m.super_bytes());
+    EXPECT_EQ(m.group_bytes(), (2 * m.unit_stride() + 63) / 64 * 64);
+    EXPECT_EQ(m.codes(1), m.codes(0) + m.super_bytes());  // panels interleaved per super-block
     const double file = static_cast<double>(row_bytes(t, 4096)) * 64;
     const double packed = static_cast<double>(packed_bytes(t, 64, 4096));
     EXPECT_GE(packed, file);

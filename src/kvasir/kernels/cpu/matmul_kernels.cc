@@ -139,14 +139,16 @@ HWY_INLINE void StoreAcc(const __m256 (&acc)[R][T], const Job& j, int64_t p, int
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) Store(acc[r][i], j, p + r, t + i);
 }
-// Panels p .. p+R-1 of a quantized matrix: each panel's codes and its scales (or meta) area.
+// Panels p .. p+R-1 of a quantized matrix: each panel's unit 0, its codes and its scales (or
+// meta); unit u is W.unit_stride() bytes further (packed_matrix.h). When the R panels are one
+// group, the tile reads one sequential stream.
 template <int R>
 HWY_INLINE void PanelPointers(const PackedMatrix& W, int64_t p, const uint8_t* (&codes)[R],
                               const uint8_t* (&scales)[R]) {
   KVASIR_UNROLL
   for (int r = 0; r < R; ++r) {
-    codes[r] = W.panel(p + r);
-    scales[r] = codes[r] + W.scales_offset();
+    codes[r] = W.codes(p + r);
+    scales[r] = W.meta(p + r);
   }
 }
 
@@ -186,7 +188,7 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   const float* x = j.x->f32_tiles() + t * cols;
   // Panel p + r is r * pb bytes after panel p: one pointer walks all R panels (fewer address
   // registers and increments in the loop than R separate pointers).
-  const uint8_t* w = j.w->panel(p);
+  const uint8_t* w = j.w->codes(p);
   const size_t pb = j.w->panel_bytes();
   __m256 acc[R][T];
   ZeroAcc(acc);
@@ -543,18 +545,18 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
   const uint8_t* codes[R];
   const uint8_t* scales[R];
   PanelPointers(W, p, codes, scales);
+  const auto stride = static_cast<int64_t>(W.unit_stride());  // one unit = one block
   __m256 acc[R][T];
   ZeroAcc(acc);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i isum[R][T];
     const uint8_t* cp[R];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * Dots::kCodeBytes;
+    for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * stride;
     Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
-    constexpr int64_t kStride = kMin ? 32 : 16;
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) {
-      const uint8_t* sc = scales[r] + b * kStride;
+      const uint8_t* sc = scales[r] + b * stride;
       const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) acc[r][i] = BlockFma(dw, xs + i * nb + b, isum[r][i], acc[r][i]);
@@ -598,11 +600,11 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
-  const int64_t sb = static_cast<int64_t>(W.super_bytes());
+  const auto sb = static_cast<int64_t>(W.unit_stride());  // one unit = one super-block
   constexpr int64_t kCb = kQ5 ? U5Dots<0>::kCodeBytes : U4Dots<0>::kCodeBytes;
   const uint8_t* base[R];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) base[r] = W.panel(p + r);
+  for (int r = 0; r < R; ++r) base[r] = W.codes(p + r);
   __m256 acc[R][T];
   ZeroAcc(acc);
   for (int64_t s = 0; s < ns; ++s) {
@@ -680,10 +682,10 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
   const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
-  const int64_t sb = static_cast<int64_t>(W.super_bytes());
+  const auto sb = static_cast<int64_t>(W.unit_stride());  // one unit = one super-block
   const uint8_t* base[R];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) base[r] = W.panel(p + r);
+  for (int r = 0; r < R; ++r) base[r] = W.codes(p + r);
   __m256 acc[R][T];
   ZeroAcc(acc);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -784,6 +786,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
   const uint8_t* codes[R];
   const uint8_t* meta[R];
   PanelPointers(W, p, codes, meta);
+  const auto stride = static_cast<int64_t>(W.unit_stride());  // one unit = one super-block
   __m256 acc[R][T];
   ZeroAcc(acc);
   for (int64_t s = 0; s < ns; ++s) {
@@ -792,11 +795,11 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
       __m256i isum[R][T];
       const uint8_t* cp[R];
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * IQ4Dots::kCodeBytes;
+      for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * stride + sub * IQ4Dots::kCodeBytes;
       IQ4Dots::template Block<R, T>(cp, xq, nullptr, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const uint8_t* m = meta[r] + s * static_cast<int64_t>(kIQ4XSPanelMetaBytes);
+        const uint8_t* m = meta[r] + s * stride;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
         const __m256 db = _mm256_mul_ps(
             d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
@@ -828,7 +831,6 @@ HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
   const PackedMatrix& W = *j.w;
   const int64_t nb = W.cols() / kQK8_0;
   const int64_t ns = W.cols() / kQK_K;
-  constexpr auto kMeta = static_cast<int64_t>(kQ3 ? kQ6KPanelMetaBytes : kQ2KPanelMetaBytes);
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
@@ -836,6 +838,7 @@ HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
   const uint8_t* codes[R];
   const uint8_t* meta[R];
   PanelPointers(W, p, codes, meta);
+  const auto stride = static_cast<int64_t>(W.unit_stride());  // one unit = one super-block
   __m256 acc[R][T];
   ZeroAcc(acc);
   const __m256 neg = _mm256_set1_ps(-0.0f);
@@ -845,11 +848,11 @@ HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
       __m256i isum[2][R][T];
       const uint8_t* cp[R];
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * CrumbDots<kQ3>::kCodeBytes;
+      for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * stride + sub * CrumbDots<kQ3>::kCodeBytes;
       CrumbDots<kQ3>::template Block<R, T>(cp, xq, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const uint8_t* m = meta[r] + s * kMeta;
+        const uint8_t* m = meta[r] + s * stride;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(m)));
         __m256 dh[2], mh[2];
         KVASIR_UNROLL
@@ -1039,36 +1042,41 @@ float HalfAt(const uint8_t* p) {
 
 // Block b of lane `lane`, token t, for Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K and Q3_K: acc after
 // matmul.h's terms of the block.
-float FormatBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64_t b, int lane,
+float FormatBlock(DType type, const PackedMatrix& w, int64_t p, int64_t b, int lane,
                   const Activations& x, int64_t t, float acc) {
   const int64_t nb = w.cols() / kQK8_0;
   const BlockQ8_0& xb = x.q8()[t * nb + b];
   const float dx = x.q8_scales()[t * nb + b];
   const int32_t xsum = x.q8_sums()[t * nb + b];
   const int32_t yh[2] = {x.q8_sums_lo()[t * nb + b], xsum - x.q8_sums_lo()[t * nb + b]};
-  const uint8_t* cb = panel + b * static_cast<int64_t>(w.block_code_bytes());
-  const uint8_t* sc = panel + w.scales_offset();
+  // The unit holding block b (a block, or the super-block of IQ4_XS, Q2_K and Q3_K) and its meta.
+  const bool super = type == DType::IQ4_XS || type == DType::Q2_K || type == DType::Q3_K;
+  const auto stride = static_cast<int64_t>(w.unit_stride());
+  const int64_t unit = super ? b / 8 : b;
+  const uint8_t* cb = w.codes(p) + unit * stride +
+                      (super ? (b % 8) * static_cast<int64_t>(w.block_code_bytes()) : 0);
+  const uint8_t* um = w.meta(p) + unit * stride;
   int32_t isum = 0;
   switch (type) {
     case DType::Q4_1:
     case DType::Q5_1: {
       for (int c = 0; c < 32; ++c) isum += NibbleCode(cb, lane, c, type == DType::Q5_1) * xb.qs[c];
-      const uint8_t* s = sc + b * 32;
+      const uint8_t* s = um;
       acc = std::fma(HalfAt(s + lane * 2) * dx, static_cast<float>(isum), acc);
       return std::fma(HalfAt(s + 16 + lane * 2) * dx, static_cast<float>(xsum), acc);
     }
     case DType::Q5_0:
       for (int c = 0; c < 32; ++c) isum += NibbleCode(cb, lane, c, true) * xb.qs[c];
-      return std::fma(HalfAt(sc + b * 16 + lane * 2) * dx, static_cast<float>(isum - 16 * xsum),
+      return std::fma(HalfAt(um + lane * 2) * dx, static_cast<float>(isum - 16 * xsum),
                       acc);
     case DType::IQ4_NL:
     case DType::IQ4_XS: {
       for (int c = 0; c < 32; ++c) isum += kIQ4NLValues[NibbleCode(cb, lane, c, false)] * xb.qs[c];
       float d;
       if (type == DType::IQ4_NL) {
-        d = HalfAt(sc + b * 16 + lane * 2);
+        d = HalfAt(um + lane * 2);
       } else {
-        const uint8_t* m = sc + (b / 8) * static_cast<int64_t>(kIQ4XSPanelMetaBytes);
+        const uint8_t* m = um;
         d = HalfAt(m + lane * 2) * static_cast<float>(static_cast<int8_t>(m[16 + (b % 8) * 8 + lane]));
       }
       return std::fma(d * dx, static_cast<float>(isum), acc);
@@ -1079,8 +1087,7 @@ float FormatBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64
       int32_t ih[2] = {0, 0};
       for (int c = 0; c < 32; ++c) ih[c / 16] += CrumbCode(cb, lane, c, q3) * xb.qs[c];
       const int64_t g0 = 2 * (b % 8);
-      const uint8_t* m = sc + (b / 8) * static_cast<int64_t>(q3 ? kQ6KPanelMetaBytes
-                                                                 : kQ2KPanelMetaBytes);
+      const uint8_t* m = um;
       for (int h = 0; h < 2; ++h) {
         if (q3) {
           const float dh =
@@ -1103,12 +1110,12 @@ float FormatBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64
 
 // Super-block s of lane `lane`, token t, for Q4_K, Q5_K and Q6_K (Q8_K activations): acc after
 // matmul.h's terms of the super-block.
-float SuperBlock(DType type, const PackedMatrix& w, const uint8_t* panel, int64_t s, int lane,
+float SuperBlock(DType type, const PackedMatrix& w, int64_t p, int64_t s, int lane,
                  const Activations& x, int64_t t, float acc) {
   const int64_t nb = w.cols() / kQK8_0;
   const float dx = x.q8_scales()[t * nb + s * 8];
   const int64_t cbytes = static_cast<int64_t>(w.block_code_bytes());
-  const uint8_t* m = panel + s * static_cast<int64_t>(w.super_bytes());  // the meta, then codes
+  const uint8_t* m = w.codes(p) + s * static_cast<int64_t>(w.unit_stride());  // meta, then codes
   const uint8_t* sub_codes = m + kSuperMetaBytes;
   if (type == DType::Q6_K) {
     int32_t total = 0;
@@ -1155,7 +1162,8 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
   const DType type = w.type();
   const int64_t nb = cols / kQK8_0;
   for (int64_t p = p0; p < p1; ++p) {
-    const uint8_t* panel = w.panel(p);
+    const uint8_t* panel = w.codes(p);  // floats: the whole panel; else unit 0's codes
+    const auto stride = static_cast<int64_t>(w.unit_stride());
     for (int64_t t = 0; t < n; ++t) {
       float lanes[kP];
       for (int lane = 0; lane < kP; ++lane) {
@@ -1169,11 +1177,11 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
             acc = std::fma(WeightAt(type, panel, k, lane), xt[k * T], acc);
         } else if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) {
           for (int64_t s = 0; s < cols / kQK_K; ++s)
-            acc = SuperBlock(type, w, panel, s, lane, x, t, acc);
+            acc = SuperBlock(type, w, p, s, lane, x, t, acc);
         } else {
           for (int64_t b = 0; b < nb; ++b) {
             if (type != DType::Q8_0 && type != DType::Q4_0) {
-              acc = FormatBlock(type, w, panel, b, lane, x, t, acc);
+              acc = FormatBlock(type, w, p, b, lane, x, t, acc);
               continue;
             }
             const BlockQ8_0& xb = x.q8()[t * nb + b];
@@ -1181,16 +1189,16 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
             for (int c = 0; c < 32; ++c) {
               int32_t code;
               if (type == DType::Q8_0) {
-                code = static_cast<int8_t>(panel[b * 256 + (c / 4) * 32 + lane * 4 + c % 4]);
+                code = static_cast<int8_t>(panel[b * stride + (c / 4) * 32 + lane * 4 + c % 4]);
               } else {
                 const int v = (c % 16) / 4;
-                const uint8_t byte = panel[b * 128 + v * 32 + lane * 4 + c % 4];
+                const uint8_t byte = panel[b * stride + v * 32 + lane * 4 + c % 4];
                 code = (c < 16 ? (byte & 0x0f) : (byte >> 4)) - 8;
               }
               isum += code * int32_t{xb.qs[c]};
             }
             uint16_t dh;
-            std::memcpy(&dh, panel + w.scales_offset() + (b * kP + lane) * 2, 2);
+            std::memcpy(&dh, w.meta(p) + b * stride + lane * 2, 2);
             const float s = fp16_to_fp32(dh) * x.q8_scales()[t * nb + b];
             acc = std::fma(s, static_cast<float>(isum), acc);
           }

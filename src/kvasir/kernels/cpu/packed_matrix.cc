@@ -103,14 +103,39 @@ void check_shape(DType stored, int64_t rows, int64_t cols) {
   }
 }
 
+// One panel packed on its own (pack_panel below): all its code parts (unit after unit), then all
+// its meta parts. The group layout of packed_matrix.h interleaves 4 such panels unit by unit.
 size_t panel_bytes_of(DType t, int64_t cols) {
   if (is_float_family(t)) {
     return round_up(static_cast<size_t>(cols) * kPanelRows * element_bytes(t), kPanelAlign);
   }
   if (const size_t sb = super_block_bytes(t); sb != 0)
-    return round_up(static_cast<size_t>(cols / kQK_K) * sb, kPanelAlign);
+    return static_cast<size_t>(cols / kQK_K) * sb;
   const auto nb = static_cast<size_t>(cols / kQK8_0);
-  return round_up(nb * code_bytes(t) + meta_bytes(t, cols), kPanelAlign);
+  return nb * code_bytes(t) + meta_bytes(t, cols);
+}
+
+// The units of packed_matrix.h: how many per panel, and the bytes of each one's code and meta
+// parts.
+struct Units {
+  int64_t n;
+  size_t code;
+  size_t meta;
+};
+Units units_of(DType t, int64_t cols) {
+  if (is_float_family(t)) return {1, panel_bytes_of(t, cols), 0};
+  if (const size_t sb = super_block_bytes(t); sb != 0) return {cols / kQK_K, sb, 0};
+  if (t == DType::IQ4_XS || t == DType::Q2_K || t == DType::Q3_K) {
+    const int64_t ns = cols / kQK_K;
+    return {ns, 8 * code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(ns)};
+  }
+  const int64_t nb = cols / kQK8_0;
+  return {nb, code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(nb)};
+}
+
+size_t group_bytes_of(DType t, int64_t cols) {
+  const Units u = units_of(t, cols);
+  return round_up(static_cast<size_t>(u.n) * kGroupPanels * (u.code + u.meta), kPanelAlign);
 }
 
 // Q4_K (ggml block of 256: fp16 d, fp16 dmin, 12 bytes of packed 6-bit scales and mins, 128 bytes
@@ -334,7 +359,8 @@ void pack_q6_k_row(const uint8_t* row, int64_t cols, int j, uint8_t* panel) {
   }
 }
 
-// Packs panel p of w into dst (panel_bytes bytes, already zeroed).
+// Packs panel p of w on its own into dst (panel_bytes_of bytes, already zeroed): its code parts,
+// then its meta parts (the constructor interleaves 4 such panels into a group).
 void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   const auto* src = static_cast<const uint8_t*>(w.data);
   const size_t rb = row_bytes(w.type, w.cols);
@@ -421,8 +447,9 @@ DType packed_type(DType stored) {
 
 size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
   check_shape(t, rows, cols);
-  return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) *
-         panel_bytes_of(packed_type(t), cols);
+  const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
+  return static_cast<size_t>((panels + kGroupPanels - 1) / kGroupPanels) *
+         group_bytes_of(packed_type(t), cols);
 }
 
 PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
@@ -430,21 +457,39 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
   const DType t = type();
   check_shape(w.type, w.rows, w.cols);
   if (w.rows > 0 && w.data == nullptr) fail("pack: weight matrix has no data");
-  panel_bytes_ = panel_bytes_of(t, w.cols);
+  const Units units = units_of(t, w.cols);
+  group_bytes_ = group_bytes_of(t, w.cols);
+  unit_code_bytes_ = units.code;
+  unit_meta_bytes_ = units.meta;
   block_code_bytes_ = code_bytes(t);
   super_bytes_ = super_block_bytes(t);
-  scales_offset_ = super_bytes_ != 0 ? 0 : static_cast<size_t>(w.cols / kQK8_0) * block_code_bytes_;
   const int64_t np = n_panels();
+  const int64_t ng = n_groups();
   data_ = hwy::AllocateAligned<uint8_t>(std::max<size_t>(bytes(), 1));
   if (!data_) fail("pack: cannot allocate {} bytes for a {} x {} matrix", bytes(), rows(), cols());
   advise_huge_pages(data_.get(), bytes());
   uint8_t* base = data_.get();
-  const size_t pb = panel_bytes_;
-  pool.parallel_for(np, [&](int64_t p0, int64_t p1, int) {
-    for (int64_t p = p0; p < p1; ++p) {
-      uint8_t* dst = base + static_cast<size_t>(p) * pb;
-      std::memset(dst, 0, pb);
-      pack_panel(w, p, dst);
+  const size_t one = panel_bytes_of(t, w.cols);  // a panel packed on its own
+  const size_t stride = unit_stride();
+  pool.parallel_for(ng, [&](int64_t g0, int64_t g1, int) {
+    auto tmp = hwy::AllocateAligned<uint8_t>(std::max<size_t>(one, 1));
+    for (int64_t g = g0; g < g1; ++g) {
+      uint8_t* group = base + static_cast<size_t>(g) * group_bytes_;
+      std::memset(group, 0, group_bytes_);  // padding panels: zero codes and zero scales
+      for (int64_t l = 0; l < kGroupPanels && g * kGroupPanels + l < np; ++l) {
+        std::memset(tmp.get(), 0, one);
+        pack_panel(w, g * kGroupPanels + l, tmp.get());
+        const uint8_t* meta = tmp.get() + static_cast<size_t>(units.n) * units.code;
+        for (int64_t u = 0; u < units.n; ++u) {
+          uint8_t* unit = group + static_cast<size_t>(u) * stride;
+          std::memcpy(unit + static_cast<size_t>(l) * units.code,
+                      tmp.get() + static_cast<size_t>(u) * units.code, units.code);
+          if (units.meta != 0) {
+            std::memcpy(unit + kGroupPanels * units.code + static_cast<size_t>(l) * units.meta,
+                        meta + static_cast<size_t>(u) * units.meta, units.meta);
+          }
+        }
+      }
     }
   });
 }
