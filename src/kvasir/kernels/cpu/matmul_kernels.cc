@@ -186,18 +186,22 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   const int64_t cols = j.w->cols();
   // The tile's T tokens, interleaved (Activations::f32_tiles): token t + i, column k at [k*T + i].
   const float* x = j.x->f32_tiles() + t * cols;
-  // Panel p + r is r * pb bytes after panel p: one pointer walks all R panels (fewer address
-  // registers and increments in the loop than R separate pointers).
-  const uint8_t* w = j.w->codes(p);
-  const size_t pb = j.w->panel_bytes();
+  // A unit is one column (packed_matrix.h): panel p + r's column k is off[r] bytes after panel
+  // p's, and column k + 1 is unit_stride() bytes after column k. One pointer walks all R panels
+  // (fewer address registers and increments in the loop than R separate pointers).
+  const PackedMatrix& W = *j.w;
+  const uint8_t* w = W.codes(p);
+  const size_t stride = W.unit_stride();
+  size_t off[R];
+  KVASIR_UNROLL
+  for (int r = 0; r < R; ++r) off[r] = static_cast<size_t>(W.codes(p + r) - w);
   __m256 acc[R][T];
   ZeroAcc(acc);
-  constexpr size_t kStep = kP * L::kBytes;
   const float* const x_end = x + cols * T;
-  for (; x != x_end; x += T, w += kStep) {
+  for (; x != x_end; x += T, w += stride) {
     __m256 wv[R];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) wv[r] = L::Load(w + r * pb);
+    for (int r = 0; r < R; ++r) wv[r] = L::Load(w + off[r]);
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + i);
@@ -1174,7 +1178,7 @@ void MatmulPanels(const PackedMatrix& w, const Activations& x, float* y, int64_t
           const int64_t T = std::min(kFloatTokenTile, n - t0);
           const float* xt = x.f32_tiles() + t0 * cols + (t - t0);
           for (int64_t k = 0; k < cols; ++k)
-            acc = std::fma(WeightAt(type, panel, k, lane), xt[k * T], acc);
+            acc = std::fma(WeightAt(type, panel + k * stride, 0, lane), xt[k * T], acc);
         } else if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) {
           for (int64_t s = 0; s < cols / kQK_K; ++s)
             acc = SuperBlock(type, w, p, s, lane, x, t, acc);

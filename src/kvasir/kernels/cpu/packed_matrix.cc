@@ -107,7 +107,7 @@ void check_shape(DType stored, int64_t rows, int64_t cols) {
 // its meta parts. The group layout of packed_matrix.h interleaves 4 such panels unit by unit.
 size_t panel_bytes_of(DType t, int64_t cols) {
   if (is_float_family(t)) {
-    return round_up(static_cast<size_t>(cols) * kPanelRows * element_bytes(t), kPanelAlign);
+    return static_cast<size_t>(cols) * kPanelRows * element_bytes(t);
   }
   if (const size_t sb = super_block_bytes(t); sb != 0)
     return static_cast<size_t>(cols / kQK_K) * sb;
@@ -123,7 +123,9 @@ struct Units {
   size_t meta;
 };
 Units units_of(DType t, int64_t cols) {
-  if (is_float_family(t)) return {1, panel_bytes_of(t, cols), 0};
+  if (is_float_family(t)) {
+    return {cols, kPanelRows * element_bytes(t), 0};
+  }
   if (const size_t sb = super_block_bytes(t); sb != 0) return {cols / kQK_K, sb, 0};
   if (t == DType::IQ4_XS || t == DType::Q2_K || t == DType::Q3_K) {
     const int64_t ns = cols / kQK_K;
