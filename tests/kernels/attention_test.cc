@@ -377,6 +377,24 @@ TEST_P(AttentionInvariance, BatchEqualsEachQueryAlone) {
   }
 }
 
+// A decode step of many sequences (work items of all KV heads, walking each block once) gives
+// each sequence's row bit for bit what it gets decoded alone (items of one KV head).
+TEST_P(AttentionInvariance, ManySequenceDecodeEqualsEachAlone) {
+  const Shape sh = GetParam();
+  World w(sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.type, {1, 16, 17, 40, 33, 5, 64, 2, 31, 48},
+          13);
+  const std::vector<std::pair<int, int>> tokens = decode_tokens(w);
+  ThreadPool pool(2);
+  Batch all(w, tokens);
+  attention(w.layer, all.args, pool);
+  const size_t row = static_cast<size_t>(w.n_heads) * w.head_dim;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    Batch one(w, {tokens[i]});
+    attention(w.layer, one.args, pool);
+    expect_rows_equal(all.out, i, one.out, 0, row, "many-sequence decode vs alone");
+  }
+}
+
 TEST_P(AttentionInvariance, ChunkedPrefillEqualsOneCall) {
   const Shape sh = GetParam();
   const int len = 100;

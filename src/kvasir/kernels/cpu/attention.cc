@@ -399,12 +399,20 @@ HWY_INLINE void RowTile(const float* HWY_RESTRICT q, int chunks, const TileRows&
 // Rows per work item from which converting the tile's K and V to f32 once (shared by the rows)
 // beats converting on the fly in every row's loads (decode of MHA models has one row per item).
 constexpr int kConvertRows = 4;
+// How many KV blocks ahead a work item prefetches.
+constexpr int64_t kPrefetchBlocks = 1;
 
-void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk& c, int g) {
+// One work item: the chunk's tokens x KV heads g0 .. g0 + ng - 1. With ng > 1 (decode of many
+// sequences) the item walks each KV block once for all its heads, whose tiles are adjacent in the
+// cache (kernels/views.h): one contiguous read per block instead of ng scattered ones. Every row's
+// operations are those of ng = 1.
+void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk& c, int g0,
+                 int ng) {
   const int dim = kv.head_dim;
   const int bs = kv.block_size;
   const int G = a.n_heads / kv.n_kv_heads;
-  const int R = static_cast<int>(c.t1 - c.t0) * G;
+  const int R = static_cast<int>(c.t1 - c.t0) * G;  // rows per KV head
+  const int RT = R * ng;                              // rows of the item
   const size_t dp = RoundUp(static_cast<size_t>(dim), 8);
   const int chunks = static_cast<int>(dp / 8);
   const int slots = static_cast<int>(RoundUp(static_cast<size_t>(bs), 8));
@@ -417,14 +425,14 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
 
   // Scratch: Q (scaled, padded) and O per row, the tile's scores, the converted K and V tiles,
   // and the per-row online-softmax state.
-  const size_t total = 2 * static_cast<size_t>(R) * dp + static_cast<size_t>(slots) +
+  const size_t total = 2 * static_cast<size_t>(RT) * dp + static_cast<size_t>(slots) +
                        (convert ? 2 * static_cast<size_t>(slots) * dp : 0) +
-                       2 * static_cast<size_t>(R) + 8;
+                       2 * static_cast<size_t>(RT) + 8;
   float* p = ThreadScratch(total);
   float* Q = p;
-  p += static_cast<size_t>(R) * dp;
+  p += static_cast<size_t>(RT) * dp;
   float* O = p;
-  p += static_cast<size_t>(R) * dp;
+  p += static_cast<size_t>(RT) * dp;
   float* S = p;
   p += slots;
   float* kf = nullptr;
@@ -439,18 +447,21 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   }
   auto* st = reinterpret_cast<RowState*>(p);
 
+  // Row gi * R + r: KV head g0 + gi, token c.t0 + r / G, query head (g0 + gi) * G + r % G.
   const int64_t q_stride = static_cast<int64_t>(a.n_heads) * dim;
-  for (int r = 0; r < R; ++r) {
-    const int64_t t = c.t0 + r / G;
-    const int h = g * G + r % G;
-    const float* qrow = a.q + t * q_stride + static_cast<int64_t>(h) * dim;
-    float* qr = Q + static_cast<size_t>(r) * dp;
-    for (int d = 0; d < dim; ++d) qr[d] = qrow[d] * a.scale;
-    for (size_t d = static_cast<size_t>(dim); d < dp; ++d) qr[d] = 0.0f;
-    if (rotate_q) kv_rotate_key(qr, dim);  // quantized keys are stored rotated
-    st[r] = {-std::numeric_limits<float>::infinity(), 0.0f};
+  for (int gi = 0; gi < ng; ++gi) {
+    for (int r = 0; r < R; ++r) {
+      const int64_t t = c.t0 + r / G;
+      const int h = (g0 + gi) * G + r % G;
+      const float* qrow = a.q + t * q_stride + static_cast<int64_t>(h) * dim;
+      float* qr = Q + static_cast<size_t>(gi * R + r) * dp;
+      for (int d = 0; d < dim; ++d) qr[d] = qrow[d] * a.scale;
+      for (size_t d = static_cast<size_t>(dim); d < dp; ++d) qr[d] = 0.0f;
+      if (rotate_q) kv_rotate_key(qr, dim);  // quantized keys are stored rotated
+      st[gi * R + r] = {-std::numeric_limits<float>::infinity(), 0.0f};
+    }
   }
-  std::fill(O, O + static_cast<size_t>(R) * dp, 0.0f);
+  std::fill(O, O + static_cast<size_t>(RT) * dp, 0.0f);
 
   const int32_t* table = a.seqs[c.seq].block_table;
   const size_t k_tile = kv.k_tile_bytes();
@@ -459,53 +470,76 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   for (int64_t b = 0; b < n_tiles; ++b) {
     const int64_t start = b * bs;
     const int nv = static_cast<int>(std::min<int64_t>(bs, c.max_pos - start + 1));
-    const size_t tile_index = static_cast<size_t>(table[b]) * kv.n_kv_heads + g;
-    if (b + 1 < n_tiles) {
-      // Blocks are scattered in memory, so the hardware prefetcher cannot guess the next one:
-      // request the next tile's K and V while this one is computed.
-      const size_t next = static_cast<size_t>(table[b + 1]) * kv.n_kv_heads + g;
-      const char* kn = static_cast<const char*>(kv.k) + next * k_tile;
-      const char* vn = static_cast<const char*>(kv.v) + next * v_tile;
-      for (size_t i = 0; i < k_tile; i += 64) hwy::Prefetch(kn + i);
-      for (size_t i = 0; i < v_tile; i += 64) hwy::Prefetch(vn + i);
-    }
-    const auto* kt = static_cast<const uint8_t*>(kv.k) + tile_index * k_tile;
-    const auto* vt = static_cast<const uint8_t*>(kv.v) + tile_index * v_tile;
-    TileRows tile{kt, vt, static_cast<size_t>(dim), f16};
-    if (convert) {
-      // Keys are scored in groups of 8: convert every row a group may read (inside the block).
-      const int nk = std::min(bs, static_cast<int>(RoundUp(static_cast<size_t>(nv), 8)));
-      TileRowsToF32(kv.k_type, kt, nk, dim, bs, kf, dp);
-      TileRowsToF32(kv.v_type, vt, nv, dim, bs, vf, dp);
-      tile = TileRows{kf, vf, dp, false};
-    }
-    for (int r = 0; r < R; ++r) {
-      const int64_t pos = a.positions[c.t0 + r / G];
-      const int nvr = static_cast<int>(std::min<int64_t>(nv, pos - start + 1));
-      if (nvr <= 0) continue;  // tile entirely after this row's position: nothing changes
-      float* qr = Q + static_cast<size_t>(r) * dp;
-      float* orow = O + static_cast<size_t>(r) * dp;
-      if (tile.f16) {
-        RowTile<uint16_t>(qr, chunks, tile, nvr, slots, S, st[r], orow);
-      } else {
-        RowTile<float>(qr, chunks, tile, nvr, slots, S, st[r], orow);
+    for (int gi = 0; gi < ng; ++gi) {
+      const int g = g0 + gi;
+      const size_t tile_index = static_cast<size_t>(table[b]) * kv.n_kv_heads + g;
+      if (ng > 1 && gi == 0 && b + 1 < n_tiles) {
+        // All heads: the block's tiles are one contiguous run, which the hardware prefetcher
+        // follows once started; start the next block's K and V runs early.
+        const size_t next = static_cast<size_t>(table[b + 1]) * kv.n_kv_heads + g0;
+        const char* kn = static_cast<const char*>(kv.k) + next * k_tile;
+        const char* vn = static_cast<const char*>(kv.v) + next * v_tile;
+        for (size_t i = 0; i < 4 * 64; i += 64) {
+          hwy::Prefetch(kn + i);
+          hwy::Prefetch(vn + i);
+        }
+      }
+      if (ng == 1 && b + kPrefetchBlocks < n_tiles) {
+        // Blocks are scattered in memory, so the hardware prefetcher cannot guess the next one:
+        // request head g's tile of a block ahead while this one is computed.
+        const size_t next = static_cast<size_t>(table[b + kPrefetchBlocks]) * kv.n_kv_heads + g;
+        const char* kn = static_cast<const char*>(kv.k) + next * k_tile;
+        const char* vn = static_cast<const char*>(kv.v) + next * v_tile;
+        for (size_t i = 0; i < k_tile; i += 64) hwy::Prefetch(kn + i);
+        for (size_t i = 0; i < v_tile; i += 64) hwy::Prefetch(vn + i);
+      }
+      const auto* kt = static_cast<const uint8_t*>(kv.k) + tile_index * k_tile;
+      const auto* vt = static_cast<const uint8_t*>(kv.v) + tile_index * v_tile;
+      TileRows tile{kt, vt, static_cast<size_t>(dim), f16};
+      if (convert) {
+        // Keys are scored in groups of 8: convert every row a group may read (inside the block).
+        const int nk = std::min(bs, static_cast<int>(RoundUp(static_cast<size_t>(nv), 8)));
+        TileRowsToF32(kv.k_type, kt, nk, dim, bs, kf, dp);
+        TileRowsToF32(kv.v_type, vt, nv, dim, bs, vf, dp);
+        tile = TileRows{kf, vf, dp, false};
+      }
+      for (int r = 0; r < R; ++r) {
+        const int64_t pos = a.positions[c.t0 + r / G];
+        const int nvr = static_cast<int>(std::min<int64_t>(nv, pos - start + 1));
+        if (nvr <= 0) continue;  // tile entirely after this row's position: nothing changes
+        const size_t row = static_cast<size_t>(gi * R + r);
+        float* qr = Q + row * dp;
+        float* orow = O + row * dp;
+        if (tile.f16) {
+          RowTile<uint16_t>(qr, chunks, tile, nvr, slots, S, st[row], orow);
+        } else {
+          RowTile<float>(qr, chunks, tile, nvr, slots, S, st[row], orow);
+        }
       }
     }
   }
 
-  for (int r = 0; r < R; ++r) {
-    const int64_t t = c.t0 + r / G;
-    const int h = g * G + r % G;
-    float* dst = a.out + t * q_stride + static_cast<int64_t>(h) * dim;
-    const float* src = O + static_cast<size_t>(r) * dp;
-    const float l = st[r].l;
-    for (int d = 0; d < dim; ++d) dst[d] = src[d] / l;
+  for (int gi = 0; gi < ng; ++gi) {
+    for (int r = 0; r < R; ++r) {
+      const int64_t t = c.t0 + r / G;
+      const int h = (g0 + gi) * G + r % G;
+      float* dst = a.out + t * q_stride + static_cast<int64_t>(h) * dim;
+      const size_t row = static_cast<size_t>(gi * R + r);
+      const float* src = O + row * dp;
+      const float l = st[row].l;
+      for (int d = 0; d < dim; ++d) dst[d] = src[d] / l;
+    }
   }
 }
 
 void AttentionImpl(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk* chunks,
                    int64_t n_chunks, ThreadPool& pool) {
-  const int64_t n_kv = kv.n_kv_heads;
+  // Items of one KV head, or (decode: one token per chunk, enough chunks to share out) of all KV
+  // heads of a chunk, walking each of its KV blocks once.
+  bool decode = n_chunks >= 4 * static_cast<int64_t>(pool.size());
+  for (int64_t i = 0; decode && i < n_chunks; ++i) decode = chunks[i].t1 - chunks[i].t0 == 1;
+  const int ng = decode ? kv.n_kv_heads : 1;
+  const int64_t n_kv = kv.n_kv_heads / ng;  // items per chunk
   const int64_t n_items = n_chunks * n_kv;
   std::atomic<int64_t> next{0};
   auto work = [&](int, int) {
@@ -513,7 +547,7 @@ void AttentionImpl(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChu
       const int64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= n_items) break;
       // Last chunks first: in a causal prefill they have the most keys.
-      ProcessItem(kv, a, chunks[n_chunks - 1 - i / n_kv], static_cast<int>(i % n_kv));
+      ProcessItem(kv, a, chunks[n_chunks - 1 - i / n_kv], static_cast<int>(i % n_kv) * ng, ng);
     }
   };
   // Small jobs (tiny models, short contexts) cost less than waking another thread: run them on

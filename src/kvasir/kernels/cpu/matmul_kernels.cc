@@ -92,7 +92,9 @@ constexpr int kP = static_cast<int>(kPanelRows);
 // Independent integer accumulators per output in the 4-bit block dots (U4Dots): 32 vector
 // registers hold two sets; AVX2's 16 hold one.
 constexpr int kDotChains = 2;
+constexpr bool kWideRegs = true;  // 32 vector registers
 #else
+constexpr bool kWideRegs = false;
 constexpr int kDotChains = 1;
 #endif
 
@@ -304,9 +306,10 @@ struct U4Dots {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     // kDotChains independent sums (one per half of the block where 32 vector registers allow),
     // added at the end: two 4-long vpdpbusd chains instead of one 8-long one.
-    __m256i s16[kDotChains][R][T];
+    constexpr int kChains = R * T >= 8 ? 1 : kDotChains;
+    __m256i s16[kChains][R][T];
     KVASIR_UNROLL
-    for (int c = 0; c < kDotChains; ++c)
+    for (int c = 0; c < kChains; ++c)
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
@@ -328,13 +331,13 @@ struct U4Dots {
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
           KVASIR_UNROLL
           for (int i = 0; i < T; ++i) {
-            __m256i& acc = s16[half % kDotChains][r][i];
+            __m256i& acc = s16[half % kChains][r][i];
             acc = DotAcc(acc, n, yb[i]);
           }
         }
       }
     }
-    if constexpr (kDotChains == 2) {
+    if constexpr (kChains == 2) {
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
@@ -423,11 +426,46 @@ struct U5Dots {
 struct IQ4Dots {
   static constexpr size_t kCodeBytes = 128;
   template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, const int32_t*,
-                               int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
+                               [[maybe_unused]] const int32_t* xsum, int64_t nb, int64_t b,
+                               __m256i (&isum)[R][T]) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
     const __m256i table = _mm256_broadcastsi128_si256(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+#if HWY_TARGET == HWY_AVX3_DL
+    // As Q8Dots: vpdpbusd takes the levels + 128 (xor 0x80: 1..241) as unsigned bytes, and
+    // 128 * (the block's activation code sum) comes off at the end; exact, the same integers.
+    const __m256i table_u = _mm256_xor_si256(table, _mm256_set1_epi8(static_cast<char>(0x80)));
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r)
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+    KVASIR_UNROLL
+    for (int v = 0; v < 4; ++v) {
+      KVASIR_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        __m256i yb[T];
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        KVASIR_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const __m256i raw = _mm256_load_si256(
+              reinterpret_cast<const __m256i*>(codes[r] + v * 32));
+          const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
+                                      : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+          const __m256i wu = _mm256_shuffle_epi8(table_u, n);
+          KVASIR_UNROLL
+          for (int i = 0; i < T; ++i) isum[r][i] = Dpbusd(isum[r][i], wu, yb[i]);
+        }
+      }
+    }
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const __m256i off = _mm256_set1_epi32(128 * xsum[i * nb + b]);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
+    }
+#else
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
@@ -454,6 +492,7 @@ struct IQ4Dots {
         }
       }
     }
+#endif
   }
 };
 
@@ -510,12 +549,39 @@ struct CrumbDots {
 struct Q8Dots {
   static constexpr size_t kCodeBytes = 256;
   template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq, const int32_t*,
-                               int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
+  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
+                               [[maybe_unused]] const int32_t* xsum, int64_t nb, int64_t b,
+                               __m256i (&isum)[R][T]) {
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+#if HWY_TARGET == HWY_AVX3_DL
+    // vpdpbusd multiplies unsigned by signed bytes: w + 128 (w xor 0x80) is the unsigned code,
+    // and 128 * (sum of the block's activation codes) is taken off at the end. Exact (|sum| <=
+    // 32 * 255 * 128 < 2^21), so the same integers as the sign trick below, with 2 fewer
+    // instructions per product vector.
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    KVASIR_UNROLL
+    for (int g = 0; g < 8; ++g) {
+      __m256i yb[T];
+      KVASIR_UNROLL
+      for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const __m256i wu = _mm256_xor_si256(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + g * 32)), flip);
+        KVASIR_UNROLL
+        for (int i = 0; i < T; ++i) isum[r][i] = Dpbusd(isum[r][i], wu, yb[i]);
+      }
+    }
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const __m256i off = _mm256_set1_epi32(128 * xsum[i * nb + b]);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
+    }
+#else
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
       __m256i yb[T];
@@ -532,6 +598,7 @@ struct Q8Dots {
         }
       }
     }
+#endif
   }
 };
 
@@ -583,8 +650,10 @@ template <class Dots, bool kMin = false>
 struct QuantKernel {
   static constexpr int kMaxT = 4;
   // 16 registers: R x T float accumulators + R x T integer sums + R code vectors + T broadcasts;
-  // 4 panels for the GEMV keep 4 weight streams in flight (memory-level parallelism).
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  // 4 panels for the GEMV keep 4 weight streams in flight (memory-level parallelism). With 32
+  // registers (AVX-512) a GEMM tile of 2 panels x 4 tokens shares each broadcast between 2
+  // panels and each unpacked code vector between 4 tokens.
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ<Dots, kMin, R, T>(j, p, t);
@@ -787,6 +856,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
   const int64_t ns = W.cols() / kQK_K;
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
+  const int32_t* xsum = j.x->q8_sums() + t * nb;
   const uint8_t* codes[R];
   const uint8_t* meta[R];
   PanelPointers(W, p, codes, meta);
@@ -800,7 +870,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
       const uint8_t* cp[R];
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * stride + sub * IQ4Dots::kCodeBytes;
-      IQ4Dots::template Block<R, T>(cp, xq, nullptr, nb, b, isum);
+      IQ4Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* m = meta[r] + s * stride;
@@ -818,7 +888,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
 
 struct IQ4XSKernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileIQ4XS<R, T>(j, p, t);
@@ -901,7 +971,7 @@ HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
 template <bool kQ3>
 struct K16Kernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileK16<kQ3, R, T>(j, p, t);
@@ -910,7 +980,7 @@ struct K16Kernel {
 
 struct Q6KKernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ6K<R, T>(j, p, t);
@@ -921,7 +991,7 @@ struct Q6KKernel {
 template <bool kQ5>
 struct Q4KKernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : 1; }
+  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ4K<kQ5, R, T>(j, p, t);
