@@ -188,6 +188,12 @@ struct EngineStats {
   uint64_t generation_tokens = 0;
   uint64_t padding_tokens = 0;  // rows computed for padded static batching (comparison mode)
   uint64_t steps = 0;
+  // Where the engine thread's time goes under load: busy_seconds is the wall time of its loop
+  // iterations that had work (scheduling, the model step, handing out tokens, stats);
+  // forward_seconds the part inside the model runner (the forward pass and sampling). The
+  // difference is the per-step overhead around the model.
+  double busy_seconds = 0;
+  double forward_seconds = 0;
   // KV pressure warnings logged: one when usage crosses EngineConfig::kv_warn_ratio, then at most
   // one per 30 s while it stays above (crossings in between are counted into the next one).
   uint64_t kv_pressure_warnings = 0;

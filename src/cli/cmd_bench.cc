@@ -103,6 +103,20 @@ Runner add_bench_serve(CLI::App& bench_cmd) {
                   "Tokens of a prefix common to every prompt (default 0)");
   cmd->add_option("--vocab-hi", o->s.vocab_hi,
                   "Random token ids are drawn below this (default 500)");
+  cmd->add_option_function<std::string>(
+      "--ban-tokens",
+      [o](const std::string& v) {
+        int lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream in(v);
+        if (!(in >> lo >> dash >> hi) || dash != '-' || lo < 0 || hi < lo || !in.eof())
+          throw CLI::ValidationError("--ban-tokens", "expected LO-HI token ids, got '" + v + "'");
+        o->s.ban_lo = lo;
+        o->s.ban_hi = hi;
+      },
+      "Token ids LO-HI the server must not generate (logit_bias -100), e.g. 3-258: the byte "
+      "tokens of a llama SPM vocabulary (random byte sequences are not valid UTF-8, which "
+      "llama-server aborts a stream on)");
   cmd->add_option("--seed", o->s.seed, "Workload seed (default 1): same seed, same requests");
   cmd->add_option("--timeout", o->s.timeout_s, "Per-request timeout, s (default 600)");
   cmd->add_option("--label", o->label, "A name for this run in the output (e.g. continuous)");

@@ -104,6 +104,10 @@ void run_and_check(const EngineConfig& cfg, const Workload& w, EngineStats* stat
   EXPECT_EQ(s.kv_blocks_used, 0) << "KV blocks must all return to the pool";
   EXPECT_EQ(s.running, 0);
   EXPECT_EQ(s.waiting, 0);
+  // The engine thread's time: every step ran the model, inside the busy loop iterations.
+  EXPECT_GT(s.steps, 0u);
+  EXPECT_GT(s.forward_seconds, 0.0);
+  EXPECT_GE(s.busy_seconds, s.forward_seconds);
   if (stats_out) *stats_out = s;
 }
 

@@ -57,6 +57,10 @@ TEST_F(ServerMetrics, EveryNameAfterTraffic) {
   EXPECT_GE(metric("kvasir_inter_token_latency_seconds", {"stories260K"}), 7);
   EXPECT_GT(metric("kvasir_generation_tokens_total", {"stories260K"}), 0);
   EXPECT_GT(metric("kvasir_prompt_tokens_total", {"stories260K"}), 0);
+  EXPECT_GT(metric("kvasir_engine_steps_total", {"stories260K"}), 0);
+  EXPECT_GT(metric("kvasir_engine_forward_seconds_total", {"stories260K"}), 0);
+  EXPECT_GE(metric("kvasir_engine_busy_seconds_total", {"stories260K"}),
+            metric("kvasir_engine_forward_seconds_total", {"stories260K"}));
   // Every sample line is "name{labels} value" with a parseable value.
   std::istringstream lines(m.body);
   std::string line;

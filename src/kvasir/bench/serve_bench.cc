@@ -46,6 +46,11 @@ Outcome one_request(const ServeBenchOptions& opt, const std::string& model, cons
                          {"ignore_eos", true},
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
+  if (opt.ban_hi >= opt.ban_lo) {
+    nlohmann::json bias = nlohmann::json::object();
+    for (int id = opt.ban_lo; id <= opt.ban_hi; ++id) bias[std::to_string(id)] = -100;
+    body["logit_bias"] = std::move(bias);
+  }
   httplib::Headers headers;
   if (!opt.api_key.empty()) headers.emplace("Authorization", "Bearer " + opt.api_key);
   const double t0 = now_seconds();
@@ -62,6 +67,14 @@ Outcome one_request(const ServeBenchOptions& opt, const std::string& model, cons
       if (payload == "[DONE]") continue;
       auto j = nlohmann::json::parse(payload, nullptr, false);
       if (j.is_discarded()) continue;
+      if (j.contains("error") && out.error.empty()) {  // the server gave up mid-stream
+        const auto& e = j["error"];
+        out.error = "error event in the stream: " +
+                    (e.is_object() && e.contains("message") && e["message"].is_string()
+                         ? e["message"].get<std::string>()
+                         : e.dump());
+        continue;
+      }
       if (j.contains("usage") && j["usage"].is_object()) {
         out.prompt_tokens = j["usage"].value("prompt_tokens", 0);
         out.usage_completion = j["usage"].value("completion_tokens", 0);
@@ -98,6 +111,7 @@ Outcome one_request(const ServeBenchOptions& opt, const std::string& model, cons
     out.error = "HTTP " + std::to_string(res.status) + ": " + buf.substr(0, 200);
     return out;
   }
+  if (!out.error.empty()) return out;
   if (out.tokens == 0) {
     out.error = "no tokens streamed";
     return out;

@@ -11,7 +11,9 @@
 // runs (e.g. continuous vs static batching) send the same workload.
 //
 // Per request: TTFT (submit → first streamed token), ITL (gaps between streamed tokens), TPOT
-// ((e2e − TTFT) / (tokens − 1)), e2e. Only loopback/local servers are meant to be targeted.
+// ((e2e − TTFT) / (tokens − 1)), e2e. A request fails on an HTTP error, on an `error` event in its
+// stream (a server that gives up mid-stream), or when it streams no token. Only loopback/local
+// servers are meant to be targeted.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,9 @@ struct ServeBenchOptions {
   OutputDist output_dist = OutputDist::kUniform;
   int shared_prefix = 0;
   int vocab_lo = 3, vocab_hi = 500;  // random token ids drawn from [lo, hi)
+  // Token ids [ban_lo, ban_hi] the server must not generate (logit_bias -100 on each; none when
+  // ban_hi < ban_lo), e.g. a vocabulary's byte tokens, whose random sequences are not valid UTF-8.
+  int ban_lo = 0, ban_hi = -1;
   uint64_t seed = 1;
   double timeout_s = 600;
 };

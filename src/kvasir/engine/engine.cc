@@ -218,6 +218,7 @@ struct Engine::Impl {
 
   void loop();
   void step();
+  double step_forward_seconds = 0;  // this loop iteration's time in runner.run
   void propose();
   void update_from_output(const StepOutput& out);
   // Verifies a speculating sequence's proposal against its logits rows, appending the tokens it
@@ -691,6 +692,7 @@ void Engine::Impl::step() {
   const double t_run = now_seconds();
   try {
     out = &runner.run(work, finished_ids);
+    step_forward_seconds += now_seconds() - t_run;
   } catch (const std::exception& e) {
     // Should not happen (inputs are validated at submit); fail this step's requests, not the
     // process.
@@ -872,6 +874,8 @@ void Engine::Impl::loop() {
       to_abort.swap(aborts);
       busy = true;
     }
+    const double t_busy = now_seconds();
+    step_forward_seconds = 0;
     for (auto& s : fresh) {
       Sequence* p = s.get();
       if (p->grammar) {
@@ -898,6 +902,8 @@ void Engine::Impl::loop() {
     update_stats();
     {
       std::lock_guard lk(mu);
+      stats.busy_seconds += now_seconds() - t_busy;
+      stats.forward_seconds += step_forward_seconds;
       if (sched.idle() && incoming.empty() && aborts.empty()) {
         busy = false;
         idle_cv.notify_all();

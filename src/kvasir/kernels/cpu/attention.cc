@@ -412,7 +412,7 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   const int bs = kv.block_size;
   const int G = a.n_heads / kv.n_kv_heads;
   const int R = static_cast<int>(c.t1 - c.t0) * G;  // rows per KV head
-  const int RT = R * ng;                              // rows of the item
+  const int RT = R * ng;                            // rows of the item
   const size_t dp = RoundUp(static_cast<size_t>(dim), 8);
   const int chunks = static_cast<int>(dp / 8);
   const int slots = static_cast<int>(RoundUp(static_cast<size_t>(bs), 8));
