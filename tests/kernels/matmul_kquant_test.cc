@@ -268,8 +268,8 @@ TEST_P(PerTarget, Q4KMatchesDequantizedDot) {
   }
 }
 
-// Q4_K, Q5_K and Q6_K panels are whole super-blocks (meta, then codes: one sequential stream per
-// panel) at about the file's bits per weight.
+// Q4_K, Q5_K and Q6_K panels are whole super-blocks (a head of meta, then codes; a group's 4
+// panels interleaved: one sequential stream per group) at about the file's bits per weight.
 TEST(MatmulKQuant, PackedInSuperBlocksAtTheirOwnSize) {
   ThreadPool pool(1);
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
@@ -281,7 +281,11 @@ TEST(MatmulKQuant, PackedInSuperBlocksAtTheirOwnSize) {
     EXPECT_EQ(m.super_bytes() % 32, 0u);  // the codes stay 32-byte aligned
     EXPECT_EQ(m.unit_stride(), kGroupPanels * m.super_bytes());
     EXPECT_EQ(m.group_bytes(), (2 * m.unit_stride() + 63) / 64 * 64);
-    EXPECT_EQ(m.codes(1), m.codes(0) + m.super_bytes());  // panels interleaved per super-block
+    // Per super-block: the 4 panels' heads, then their blocks interleaved block by block.
+    EXPECT_EQ(m.head(1), m.head(0) + kSuperMetaBytes);
+    EXPECT_EQ(m.codes(0), m.head(0) + kGroupPanels * kSuperMetaBytes);
+    EXPECT_EQ(m.codes(1), m.codes(0) + m.block_code_bytes());
+    EXPECT_EQ(m.block_stride(), kGroupPanels * m.block_code_bytes());
     const double file = static_cast<double>(row_bytes(t, 4096)) * 64;
     const double packed = static_cast<double>(packed_bytes(t, 64, 4096));
     EXPECT_GE(packed, file);

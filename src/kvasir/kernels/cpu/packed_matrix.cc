@@ -117,22 +117,30 @@ size_t panel_bytes_of(DType t, int64_t cols) {
 
 // The units of packed_matrix.h: how many per panel, and the bytes of each one's code and meta
 // parts.
+// A code part is `head` bytes, then `n_sub` sub-parts (the blocks of a super-block unit) of `sub`
+// bytes each.
 struct Units {
   int64_t n;
   size_t code;
   size_t meta;
+  size_t head;
+  int64_t n_sub;
+  size_t sub;
 };
 Units units_of(DType t, int64_t cols) {
   if (is_float_family(t)) {
-    return {cols, kPanelRows * element_bytes(t), 0};
+    const size_t c = kPanelRows * element_bytes(t);
+    return {cols, c, 0, 0, 1, c};
   }
-  if (const size_t sb = super_block_bytes(t); sb != 0) return {cols / kQK_K, sb, 0};
+  if (const size_t sb = super_block_bytes(t); sb != 0)
+    return {cols / kQK_K, sb, 0, kSuperMetaBytes, 8, code_bytes(t)};
   if (t == DType::IQ4_XS || t == DType::Q2_K || t == DType::Q3_K) {
     const int64_t ns = cols / kQK_K;
-    return {ns, 8 * code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(ns)};
+    return {ns, 8 * code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(ns), 0, 8,
+            code_bytes(t)};
   }
   const int64_t nb = cols / kQK8_0;
-  return {nb, code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(nb)};
+  return {nb, code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(nb), 0, 1, code_bytes(t)};
 }
 
 size_t group_bytes_of(DType t, int64_t cols) {
@@ -463,6 +471,8 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
   group_bytes_ = group_bytes_of(t, w.cols);
   unit_code_bytes_ = units.code;
   unit_meta_bytes_ = units.meta;
+  unit_head_bytes_ = units.head;
+  unit_sub_bytes_ = units.sub;
   block_code_bytes_ = code_bytes(t);
   super_bytes_ = super_block_bytes(t);
   const int64_t np = n_panels();
@@ -484,8 +494,15 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
         const uint8_t* meta = tmp.get() + static_cast<size_t>(units.n) * units.code;
         for (int64_t u = 0; u < units.n; ++u) {
           uint8_t* unit = group + static_cast<size_t>(u) * stride;
-          std::memcpy(unit + static_cast<size_t>(l) * units.code,
-                      tmp.get() + static_cast<size_t>(u) * units.code, units.code);
+          const uint8_t* part = tmp.get() + static_cast<size_t>(u) * units.code;
+          if (units.head != 0) {
+            std::memcpy(unit + static_cast<size_t>(l) * units.head, part, units.head);
+          }
+          for (int64_t k = 0; k < units.n_sub; ++k) {
+            std::memcpy(unit + kGroupPanels * units.head +
+                            static_cast<size_t>(k * kGroupPanels + l) * units.sub,
+                        part + units.head + static_cast<size_t>(k) * units.sub, units.sub);
+          }
           if (units.meta != 0) {
             std::memcpy(unit + kGroupPanels * units.code + static_cast<size_t>(l) * units.meta,
                         meta + static_cast<size_t>(u) * units.meta, units.meta);

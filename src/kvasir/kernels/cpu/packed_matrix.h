@@ -18,10 +18,15 @@
 // unit 0; unit u of the panel is unit_stride() bytes after unit u - 1.
 //   32-column formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): a unit is one 32-column block; its
 //     code part is block_code_bytes() long, its meta part is the block's scales (below).
-//   IQ4_XS, Q2_K, Q3_K: a unit is one 256-column super-block: the code parts of its 8 blocks one
-//     after the other, and the super-block's meta (below).
-//   Q4_K, Q5_K, Q6_K: a unit is one super-block, all in its code part (super_bytes(): its meta
-//     then its 8 blocks' codes); no meta part.
+//   IQ4_XS, Q2_K, Q3_K: a unit is one 256-column super-block: the code parts of its 8 blocks, and
+//     the super-block's meta (below). Within a unit the 4 panels' blocks are interleaved block by
+//     block (block 0 of panels 0..3, then block 1 of panels 0..3, ...): block k of a panel is
+//     k * block_stride() bytes after its block 0, so a tile walking blocks in order still reads
+//     one sequential stream (with each panel's 8 blocks together, a tile read 4 streams 1 KiB
+//     apart, and cold k-quant GEMVs ran at 12-16 GB/s against Q4_0's 36; bench/NOTES.md).
+//   Q4_K, Q5_K, Q6_K: a unit is one super-block, all in its code part: the 4 panels' super-block
+//     heads (their kSuperMetaBytes of meta: head(p)), then their 8 blocks' codes interleaved as
+//     above; no meta part.
 //   F32, F16, BF16: a unit is one column (its 8 elements, all code): a group stores column by
 //     column the 4 panels' 8 elements, 32 elements in all (64 bytes in F16). Longer units
 //     (64 columns, 1 KiB a panel in F16) made a GEMV tile read 4 streams 1 KiB apart again, and
@@ -114,12 +119,21 @@ class PackedMatrix final : public DeviceMatrix {
   size_t group_bytes() const { return group_bytes_; }
   // The average bytes per panel (group_bytes() / kGroupPanels): for sizing work by bytes.
   size_t panel_bytes() const { return group_bytes_ / kGroupPanels; }
-  // Panel p's unit 0: its code part, and its meta part (nullptr for the formats without one:
-  // Q4_K, Q5_K, Q6_K and the float formats). Unit u is u * unit_stride() bytes further.
+  // Panel p's unit 0: its codes (of block 0 in a super-block unit), its super-block head (Q4_K,
+  // Q5_K, Q6_K; nullptr for the others) and its meta part (nullptr for the formats without one:
+  // Q4_K, Q5_K, Q6_K and the float formats). Unit u is u * unit_stride() bytes further; block k
+  // of a super-block unit k * block_stride() bytes after block 0.
   const uint8_t* codes(int64_t p) const {
     return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
-           static_cast<size_t>(p % kGroupPanels) * unit_code_bytes_;
+           kGroupPanels * unit_head_bytes_ +
+           static_cast<size_t>(p % kGroupPanels) * unit_sub_bytes_;
   }
+  const uint8_t* head(int64_t p) const {
+    if (unit_head_bytes_ == 0) return nullptr;
+    return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
+           static_cast<size_t>(p % kGroupPanels) * unit_head_bytes_;
+  }
+  size_t block_stride() const { return kGroupPanels * unit_sub_bytes_; }
   const uint8_t* meta(int64_t p) const {
     if (unit_meta_bytes_ == 0) return nullptr;
     return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
@@ -131,7 +145,7 @@ class PackedMatrix final : public DeviceMatrix {
   size_t bytes() const override { return static_cast<size_t>(n_groups()) * group_bytes_; }
   bool empty() const { return data_ == nullptr; }
 
-  // Q4_K, Q5_K, Q6_K: bytes of one super-block of a panel (meta then codes); 0 otherwise.
+  // Q4_K, Q5_K, Q6_K: bytes of one super-block of a panel (head then codes); 0 otherwise.
   size_t super_bytes() const { return super_bytes_; }
   // Bytes of codes per 32-column block and panel: 256 (Q8_0), 128 (Q4_0, Q4_1, IQ4_NL, Q4_K,
   // IQ4_XS), 160 (Q5_0, Q5_1, Q5_K), 192 (Q6_K), 64 (Q2_K) or 96 (Q3_K).
@@ -141,6 +155,8 @@ class PackedMatrix final : public DeviceMatrix {
   size_t group_bytes_ = 0;
   size_t unit_code_bytes_ = 0;
   size_t unit_meta_bytes_ = 0;
+  size_t unit_head_bytes_ = 0;  // of the code part: the super-block head, then the blocks
+  size_t unit_sub_bytes_ = 0;   // one block's codes (super-block units), else the code part
   size_t block_code_bytes_ = 0;
   size_t super_bytes_ = 0;
   DType stored_type_ = DType::F32;
