@@ -290,6 +290,49 @@ HWY_INLINE __m256i Bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// Products of signed weight bytes w (Q8_0 codes, IQ4 levels) and signed activation codes, exact
+// in int32. On VNNI, vpdpbusd multiplies unsigned by signed bytes: the weights are held as
+// w + 128 (w xor 0x80: SignedCodes / SignedTable), and 128 * (the block's activation code sum)
+// comes off at the end (SignedDotsEnd; |sum| <= 32 * 255 * 128 < 2^21). Elsewhere maddubs takes
+// |w| and sign(y, w) (the sign trick). Both give the same integers.
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_INLINE __m256i SignedCodes(__m256i w) {
+  return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+#else
+HWY_INLINE __m256i SignedCodes(__m256i w) {
+  return w;
+}
+#endif
+// A lookup table of signed levels, in the form SignedCodes gives.
+HWY_INLINE __m256i SignedTable(__m256i levels) {
+  return SignedCodes(levels);
+}
+// isum[r][i] += the products of w (from SignedCodes) with token i's broadcast activations yb[i].
+template <int R, int T>
+HWY_INLINE void SignedDots(__m256i w, const __m256i (&yb)[T], int r, __m256i (&isum)[R][T]) {
+#if HWY_TARGET == HWY_AVX3_DL
+  KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) isum[r][i] = Dpbusd(isum[r][i], w, yb[i]);
+#else
+  const __m256i wa = _mm256_sign_epi8(w, w);
+  KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) isum[r][i] = DotAcc32(isum[r][i], wa, _mm256_sign_epi8(yb[i], w));
+#endif
+}
+template <int R, int T>
+HWY_INLINE void SignedDotsEnd([[maybe_unused]] const int32_t* xsum, [[maybe_unused]] int64_t nb,
+                              [[maybe_unused]] int64_t b, [[maybe_unused]] __m256i (&isum)[R][T]) {
+#if HWY_TARGET == HWY_AVX3_DL
+  KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) {
+    const __m256i off = _mm256_set1_epi32(128 * xsum[i * nb + b]);
+    KVASIR_UNROLL
+    for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
+  }
+#endif
+}
+
 // acc = fma(d_w * d_x, (float)isum, acc) for the 8 lanes.
 HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(isum), acc);
@@ -428,15 +471,10 @@ struct IQ4Dots {
   static constexpr size_t kCodeBytes = 128;
   template <int R, int T>
   static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
-                               [[maybe_unused]] const int32_t* xsum, int64_t nb, int64_t b,
-                               __m256i (&isum)[R][T]) {
+                               const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
     const __m256i mask = _mm256_set1_epi8(0x0f);
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
-#if HWY_TARGET == HWY_AVX3_DL
-    // As Q8Dots: vpdpbusd takes the levels + 128 (xor 0x80: 1..241) as unsigned bytes, and
-    // 128 * (the block's activation code sum) comes off at the end; exact, the same integers.
-    const __m256i table_u = _mm256_xor_si256(table, _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i table = SignedTable(_mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))));
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
@@ -454,46 +492,11 @@ struct IQ4Dots {
               reinterpret_cast<const __m256i*>(codes[r] + v * 32));
           const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
                                       : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-          const __m256i wu = _mm256_shuffle_epi8(table_u, n);
-          KVASIR_UNROLL
-          for (int i = 0; i < T; ++i) isum[r][i] = Dpbusd(isum[r][i], wu, yb[i]);
+          SignedDots<R, T>(_mm256_shuffle_epi8(table, n), yb, r, isum);
         }
       }
     }
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) {
-      const __m256i off = _mm256_set1_epi32(128 * xsum[i * nb + b]);
-      KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
-    }
-#else
-    KVASIR_UNROLL
-    for (int r = 0; r < R; ++r)
-      KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
-    KVASIR_UNROLL
-    for (int v = 0; v < 4; ++v) {
-      KVASIR_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        __m256i yb[T];
-        KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
-        KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) {
-          const __m256i raw = _mm256_load_si256(
-              reinterpret_cast<const __m256i*>(codes[r] + v * 32));
-          const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
-                                      : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-          const __m256i w = _mm256_shuffle_epi8(table, n);
-          const __m256i wa = _mm256_abs_epi8(w);
-          KVASIR_UNROLL
-          for (int i = 0; i < T; ++i) {
-            isum[r][i] = DotAcc32(isum[r][i], wa, _mm256_sign_epi8(yb[i], w));
-          }
-        }
-      }
-    }
-#endif
+    SignedDotsEnd<R, T>(xsum, nb, b, isum);
   }
 };
 
@@ -551,18 +554,11 @@ struct Q8Dots {
   static constexpr size_t kCodeBytes = 256;
   template <int R, int T>
   static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
-                               [[maybe_unused]] const int32_t* xsum, int64_t nb, int64_t b,
-                               __m256i (&isum)[R][T]) {
+                               const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
-#if HWY_TARGET == HWY_AVX3_DL
-    // vpdpbusd multiplies unsigned by signed bytes: w + 128 (w xor 0x80) is the unsigned code,
-    // and 128 * (sum of the block's activation codes) is taken off at the end. Exact (|sum| <=
-    // 32 * 255 * 128 < 2^21), so the same integers as the sign trick below, with 2 fewer
-    // instructions per product vector.
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
       __m256i yb[T];
@@ -570,36 +566,12 @@ struct Q8Dots {
       for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
-        const __m256i wu = _mm256_xor_si256(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + g * 32)), flip);
-        KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) isum[r][i] = Dpbusd(isum[r][i], wu, yb[i]);
+        SignedDots<R, T>(
+            SignedCodes(_mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + g * 32))),
+            yb, r, isum);
       }
     }
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) {
-      const __m256i off = _mm256_set1_epi32(128 * xsum[i * nb + b]);
-      KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
-    }
-#else
-    KVASIR_UNROLL
-    for (int g = 0; g < 8; ++g) {
-      __m256i yb[T];
-      KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
-      KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const __m256i wv = _mm256_load_si256(
-            reinterpret_cast<const __m256i*>(codes[r] + g * 32));
-        const __m256i wa = _mm256_sign_epi8(wv, wv);
-        KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) {
-          isum[r][i] = DotAcc32(isum[r][i], wa, _mm256_sign_epi8(yb[i], wv));
-        }
-      }
-    }
-#endif
+    SignedDotsEnd<R, T>(xsum, nb, b, isum);
   }
 };
 
