@@ -5,20 +5,34 @@
 // output is ggml-model-TYPE.gguf beside the input, as llama-quantize names it. Progress goes to
 // stderr; the per-tensor table (type chosen and why) and the bits per weight to stdout.
 // A file whose weights are already quantized is refused unless --allow-requantize.
+//
+// Calibrated types (quant/calibrated_quantize.h): --type gptq4 | awq4 with --calib TEXT write the
+// Q4_1 mixture with the layers' linear weights quantized by GPTQ or AWQ on activations from the
+// calibration text, one progress line per weight with its output error beside plain rounding's.
+// Their options (--calib, --calib-tokens, --calib-ctx, --group-size, --act-order, --damp,
+// --no-clip, --grid-search) are refused with the llama-quantize types, and those that do not apply
+// to the other method (--act-order, --damp, --grid-search with awq4; --no-clip with gptq4) are
+// refused by name.
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <charconv>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "common.h"
+#include "kvasir/format/gguf.h"
+#include "kvasir/hf/hf_checkpoint.h"
+#include "kvasir/quant/calibrated_quantize.h"
 #include "kvasir/quant/gguf_quantize.h"
 #include "kvasir/quant/imatrix.h"
 #include "kvasir/quant/quant_mixture.h"
 #include "kvasir/quant/quantize_progress.h"
+#include "kvasir/tokenizer/tokenizer.h"
 #include "kvasir/util/error.h"
 
 namespace kvasir::cli {
@@ -67,19 +81,121 @@ bool parse_int(const std::string& s, int& v) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
+std::optional<CalibratedMethod> calibrated_method(std::string name) {
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "gptq4") return CalibratedMethod::kGptq;
+  if (name == "awq4") return CalibratedMethod::kAwq;
+  return std::nullopt;
+}
+
+struct QuantizeOpts {
+  std::vector<std::string> args;
+  std::string type, imatrix, output_type, embd_type;
+  bool allow_requantize = false, pure = false, leave_output = false, dry_run = false, quiet = false;
+  int threads = 0;
+  // Calibrated types.
+  std::string calib;
+  int64_t calib_tokens = 0;
+  int calib_ctx = 512;
+  int group_size = 32;
+  bool act_order = false, no_clip = false, grid_search = false;
+  double damp = 0.01;
+};
+
+// kvasir quantize IN OUT --type gptq4|awq4 --calib TEXT [...]
+int run_calibrated(const QuantizeOpts& o, CalibratedMethod m,
+                   const std::vector<CLI::Option*>& calib_opts) {
+  const std::string_view name = calibrated_method_name(m);
+  const size_t want_args = o.type.empty() ? 3 : 2;
+  if (o.args.size() != want_args)
+    fail("quantize: {} takes IN OUT (kvasir quantize IN OUT --type {} --calib TEXT)", name, name);
+  const std::string in = o.args[0], out = o.args[1];
+  auto given = [&](std::string_view flag) {
+    for (const CLI::Option* opt : calib_opts)
+      if (opt->get_name() == flag) return opt->count() > 0;
+    return false;
+  };
+  if (m == CalibratedMethod::kAwq && given("--act-order"))
+    fail("quantize: --act-order applies to gptq4 only (AWQ has no column order)");
+  if (m == CalibratedMethod::kAwq && given("--damp"))
+    fail("quantize: --damp applies to gptq4 only (AWQ inverts no Hessian)");
+  if (m == CalibratedMethod::kAwq && given("--grid-search"))
+    fail("quantize: --grid-search applies to gptq4 only (awq4 has its clip search)");
+  if (m == CalibratedMethod::kGptq && given("--no-clip"))
+    fail("quantize: --no-clip applies to awq4 only (GPTQ has no clip search)");
+  if (!o.imatrix.empty())
+    fail("quantize: --imatrix does not apply to {} (it calibrates on --calib itself)", name);
+  if (o.dry_run) fail("quantize: --dry-run is not supported with {}", name);
+  if (o.allow_requantize)
+    fail("quantize: --allow-requantize is not supported with {}: start from f32/f16/bf16", name);
+  if (o.calib.empty()) fail("quantize: {} needs calibration text: --calib FILE", name);
+  if (o.calib_ctx < 16) fail("--calib-ctx: chunks need at least 16 tokens, got {}", o.calib_ctx);
+  if (o.calib_tokens < 0) fail("--calib-tokens: must be >= 0, got {}", o.calib_tokens);
+  if (!(o.damp >= 0)) fail("--damp: must be >= 0, got {}", o.damp);
+  check_model_path(in, "input model");
+  std::string text = read_input_file(o.calib, "calibration text");
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  const std::unique_ptr<gguf::GGUFFile> f = hf::open_model_file(in);
+  const Tokenizer tok = Tokenizer::from_gguf(*f);
+  const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, false);
+
+  CalibratedOptions co;
+  co.method = m;
+  co.group_size = o.group_size;
+  co.act_order = o.act_order;
+  co.damp = o.damp;
+  co.grid_search = o.grid_search;
+  co.clip = !o.no_clip;
+  co.calib.ctx = o.calib_ctx;
+  co.calib.max_tokens = o.calib_tokens;
+  co.calib.bos_id = tok.add_bos() ? tok.bos_id() : -1;
+  co.file.pure = o.pure;
+  co.file.leave_output_tensor = o.leave_output;
+  co.file.output_tensor_type = parse_ggml_type("--output-tensor-type", o.output_type);
+  co.file.token_embedding_type = parse_ggml_type("--token-embedding-type", o.embd_type);
+  co.file.n_threads = o.threads;
+  const bool quiet = o.quiet;
+  co.on_calib = [quiet](int64_t done, int64_t total) {
+    if (!quiet && done == total) fmt::print(stderr, "calibration: {} tokens\n", total);
+  };
+  co.on_layer = [quiet](const LayerQuantReport& r) {
+    if (quiet) return;
+    std::string extra;
+    if (r.alpha >= 0) extra += fmt::format("  alpha {:.2f}", r.alpha);
+    if (r.clipped) extra += "  clip";
+    fmt::print(stderr,
+               "[{:>3}/{}] {:<24} {:>5}x{:<5} err {:.4f}  rtn {:.4f} ({:+.1f}%){}  {:.2f} s\n",
+               r.index, r.count, r.name, r.rows, r.cols, r.err, r.err_rtn,
+               r.err_rtn > 0 ? 100.0 * (r.err / r.err_rtn - 1) : 0.0, extra, r.seconds);
+  };
+  fmt::print(stderr, "quantize: {} -> {} as {} (Q4_1 blocks), calibration {} ({} tokens{})\n", in,
+             out, name, o.calib, tokens.size(),
+             o.calib_tokens > 0 ? fmt::format(", using {}", o.calib_tokens) : "");
+  const CalibratedReport r = quantize_calibrated(in, out, tokens, co);
+  for (const std::string& n : r.notes)
+    if (!quiet) fmt::print(stderr, "note: {}\n", n);
+  for (const std::string& w : r.file.warnings) fmt::print(stderr, "warning: {}\n", w);
+  if (!quiet) fmt::print("{}", format_tensor_table(r.file));
+  double e = 0, e_rtn = 0;
+  for (const LayerQuantReport& l : r.layers) {
+    e += l.err;
+    e_rtn += l.err_rtn;
+  }
+  const double n = r.layers.empty() ? 1.0 : static_cast<double>(r.layers.size());
+  fmt::print(stderr,
+             "quantized {} -> {} ({}): {} weights calibrated on {} tokens, mean output error "
+             "{:.4f} (round-to-nearest {:.4f}); {:.2f} MiB -> {:.2f} MiB ({:.2f} bpw) in {}\n",
+             in, out, name, r.layers.size(), r.calib_tokens, e / n, e_rtn / n,
+             r.file.bytes_in / 1048576.0, r.file.bytes_out / 1048576.0, r.file.bpw_out(),
+             format_duration(r.file.seconds));
+  return 0;
+}
 }  // namespace
 
 Runner add_quantize(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "quantize", "Quantize a GGUF model as llama-quantize does (Q4_K_M, Q5_K_S, Q8_0, ...)");
-  struct Opts {
-    std::vector<std::string> args;
-    std::string type, imatrix, output_type, embd_type;
-    bool allow_requantize = false, pure = false, leave_output = false, dry_run = false,
-         quiet = false;
-    int threads = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<QuantizeOpts>();
   cmd->add_option("args", o->args,
                   "IN [OUT] TYPE [NTHREADS] as llama-quantize (TYPE may be given as --type; "
                   "without OUT: ggml-model-TYPE.gguf beside IN)")
@@ -101,8 +217,37 @@ Runner add_quantize(CLI::App& app) {
                 "Show the types and sizes the file would get, without writing it");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_flag("-q,--quiet", o->quiet, "No progress line and no per-tensor table");
+  auto* calib = cmd->add_option("--calib", o->calib,
+                                "gptq4/awq4: calibration text (e.g. tinystories-calib.txt)");
+  auto* calib_tokens =
+      cmd->add_option("--calib-tokens", o->calib_tokens,
+                      "gptq4/awq4: use at most N tokens of the calibration text (default: all)");
+  auto* calib_ctx = cmd->add_option("--calib-ctx", o->calib_ctx,
+                                    "gptq4/awq4: tokens per calibration chunk (default 512)");
+  auto* group = cmd->add_option("--group-size", o->group_size,
+                                "gptq4/awq4: weights per quantization group (GGUF Q4_1: 32)");
+  auto* act_order = cmd->add_flag("--act-order", o->act_order,
+                                  "gptq4: quantize columns by descending activation energy");
+  auto* damp = cmd->add_option("--damp", o->damp,
+                               "gptq4: dampening, a fraction of the mean Hessian diagonal (0.01)");
+  auto* no_clip = cmd->add_flag("--no-clip", o->no_clip, "awq4: skip the clip search");
+  auto* grid_search =
+      cmd->add_flag("--grid-search", o->grid_search,
+                    "gptq4: search each group's range by its output error (not min/max)");
   cmd->footer(types_footer());
-  return [o]() {
+  const std::vector<CLI::Option*> calib_opts{calib,     calib_tokens, calib_ctx, group,
+                                             act_order, damp,         no_clip,   grid_search};
+  return [o, calib_opts]() {
+    const std::string first_type = !o->type.empty()      ? o->type
+                                   : o->args.size() >= 3 ? o->args[2]
+                                   : o->args.size() == 2 ? o->args[1]
+                                                         : std::string();
+    const std::optional<CalibratedMethod> cm = calibrated_method(first_type);
+    if (!cm)
+      for (const CLI::Option* opt : calib_opts)
+        if (opt->count() > 0)
+          fail("quantize: {} applies to the calibrated types gptq4 and awq4 only", opt->get_name());
+    if (cm) return run_calibrated(*o, *cm, calib_opts);
     // llama-quantize's positional forms: IN TYPE [N], IN OUT TYPE [N]; or IN [OUT] --type TYPE.
     const std::vector<std::string>& a = o->args;
     std::string in = a[0], out, type = o->type;

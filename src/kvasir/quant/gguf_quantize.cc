@@ -179,9 +179,27 @@ QuantizeReport quantize_gguf(const std::string& in_path, const std::string& out_
   std::set<DType> needed;
   uint64_t elements_total = 0;
   bool needs_imatrix = false;
+  auto override_of = [&](const std::string& name) -> const TensorOverride* {
+    if (!options.overrides) return nullptr;
+    const auto it = options.overrides->find(name);
+    return it == options.overrides->end() ? nullptr : &it->second;
+  };
+  if (options.overrides)
+    for (const auto& [name, ov] : *options.overrides)
+      if (!in.find_tensor(name))
+        fail("{}: override for tensor {}, which is not in the file", in_path, name);
   for (size_t i : order) {
     const gguf::TensorInfo& t = tensors[i];
     const TensorChoice& c = choices[i];
+    if (const TensorOverride* ov = override_of(t.name)) {
+      const uint64_t want =
+          static_cast<uint64_t>(t.n_elements() / t.shape[0]) * row_bytes(c.type, t.shape[0]);
+      if (ov->type != c.type || ov->bytes.size() != want)
+        fail("{}: the override for tensor {} is {} bytes of {}, but {} makes it {} ({} bytes)",
+             in_path, t.name, ov->bytes.size(), dtype_name(ov->type), mix, dtype_name(c.type),
+             want);
+      continue;
+    }
     const bool convert = c.type != t.type;
     if (!im && c.convertible && c.requires_imatrix && options.dry_run && !needs_imatrix) {
       needs_imatrix = true;  // as llama-quantize --dry-run: a warning, the sizes still shown
@@ -271,6 +289,7 @@ QuantizeReport quantize_gguf(const std::string& in_path, const std::string& out_
     w.set(k, v);
   }
   for (auto& [k, v] : added) w.set(k, std::move(v));
+  for (const auto& [k, v] : options.extra_metadata) w.set(k, gguf::Value::str(v));
 
   std::optional<ThreadPool> pool;
   if (!options.dry_run && !needed.empty()) pool.emplace(options.n_threads);
@@ -303,7 +322,14 @@ QuantizeReport quantize_gguf(const std::string& in_path, const std::string& out_
     tr.reason = c.reason;
     tr.bytes_in = t.nbytes;
     tr.fallback = c.fallback;
-    if (!j.t) {
+    if (const TensorOverride* ov = override_of(t.name)) {
+      tr.converted = true;
+      tr.reason = ov->reason;
+      tr.bytes_out = ov->bytes.size();
+      if (!options.dry_run)
+        w.add_tensor(t.name, ov->type, tr.shape, ov->bytes.data(), tr.bytes_out);
+      rep.n_quantized++;
+    } else if (!j.t) {
       tr.bytes_out = t.nbytes;
       if (!options.dry_run) w.add_tensor(t.name, t.type, tr.shape, t.data, t.nbytes);
     } else {

@@ -21,10 +21,16 @@
 //
 // Rows are quantized in parallel on a ThreadPool (rows are independent, so the bytes do not
 // depend on the thread count). The output is assembled in memory and written atomically.
+//
+// Overrides (options.overrides): tensors whose bytes the caller computed, e.g. the calibrated
+// quantizers' (quant/calibrated_quantize.h: GPTQ/AWQ weights, RMSNorm weights with AWQ scales
+// folded in). Each is written as given in place of the mixture's conversion or copy; its type
+// must be the one the mixture chose for the tensor and its size that type's size of the shape.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +56,13 @@ struct QuantizeProgress {
   double elapsed_s = 0;
 };
 
+// A tensor's bytes computed by the caller (see overrides above).
+struct TensorOverride {
+  DType type = DType::F32;
+  std::vector<uint8_t> bytes;
+  std::string reason;  // shown in the report's reason column, e.g. "gptq"
+};
+
 struct QuantizeOptions {
   bool allow_requantize = false;
   bool pure = false;                          // --pure
@@ -58,7 +71,11 @@ struct QuantizeOptions {
   std::optional<DType> output_tensor_type;    // --output-tensor-type
   std::optional<DType> token_embedding_type;  // --token-embedding-type
   const Imatrix* imatrix = nullptr;           // --imatrix (read_imatrix)
-  int n_threads = 0;                          // <= 0: all cores
+  // Tensors written as given (by name); see the header comment. Must outlive the call.
+  const std::map<std::string, TensorOverride>* overrides = nullptr;
+  // Metadata set after llama-quantize's keys (e.g. the calibrated method's description).
+  std::vector<std::pair<std::string, std::string>> extra_metadata;
+  int n_threads = 0;  // <= 0: all cores
   std::function<void(const QuantizeProgress&)> on_progress;
 };
 
