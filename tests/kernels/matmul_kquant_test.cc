@@ -279,13 +279,16 @@ TEST(MatmulKQuant, PackedInSuperBlocksAtTheirOwnSize) {
     EXPECT_EQ(m.meta(0), nullptr);  // the meta is inside each super-block
     EXPECT_EQ(m.super_bytes(), kSuperMetaBytes + 8 * m.block_code_bytes());
     EXPECT_EQ(m.super_bytes() % 32, 0u);  // the codes stay 32-byte aligned
-    EXPECT_EQ(m.unit_stride(), kGroupPanels * m.super_bytes());
-    EXPECT_EQ(m.group_bytes(), (2 * m.unit_stride() + 63) / 64 * 64);
-    // Per super-block: the 4 panels' heads, then their blocks interleaved block by block.
-    EXPECT_EQ(m.head(1), m.head(0) + kSuperMetaBytes);
-    EXPECT_EQ(m.codes(0), m.head(0) + kGroupPanels * kSuperMetaBytes);
-    EXPECT_EQ(m.codes(1), m.codes(0) + m.block_code_bytes());
-    EXPECT_EQ(m.block_stride(), kGroupPanels * m.block_code_bytes());
+    // Per panel: its 2 super-blocks one after the other (head, then 8 blocks of codes each); the
+    // 4 panels of a group one after the other.
+    EXPECT_TRUE(m.per_panel());
+    EXPECT_EQ(m.group_bytes(), (kGroupPanels * 2 * m.super_bytes() + 63) / 64 * 64);
+    EXPECT_EQ(m.codes(0), m.head(0) + kSuperMetaBytes);
+    EXPECT_EQ(m.head(1), m.head(0) + 2 * m.super_bytes());
+    EXPECT_EQ(m.codes(1), m.codes(0) + 2 * m.super_bytes());
+    EXPECT_EQ(m.head(4), m.head(0) + m.group_bytes());
+    EXPECT_EQ(m.block_stride(), m.block_code_bytes());
+    EXPECT_EQ(m.super_stride(), m.super_bytes());
     const double file = static_cast<double>(row_bytes(t, 4096)) * 64;
     const double packed = static_cast<double>(packed_bytes(t, 64, 4096));
     EXPECT_GE(packed, file);

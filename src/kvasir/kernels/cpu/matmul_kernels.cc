@@ -633,15 +633,6 @@ struct QuantKernel {
   }
 };
 
-// A GEMV tile of one group walks its super-block units in order; the hardware prefetcher alone
-// left cold k-quant GEMVs at 16-20 GB/s (Q4_0's: 36). Block `sub` of the next unit (all 4
-// panels' codes, block_stride bytes) is requested while this unit's block `sub` is computed.
-HWY_INLINE void PrefetchNextUnit(const uint8_t* codes0, int64_t s, int64_t sb, int sub,
-                                 int64_t bs) {
-  const uint8_t* next = codes0 + (s + 1) * sb + sub * bs;
-  for (int64_t l = 0; l < bs; l += 64) hwy::Prefetch(next + l);
-}
-
 // Q4_K and Q5_K on Q8_K activations (d_x: the super-block's scale): per super-block s,
 //   I = sum over sub-blocks of sc * isum (isum = sum of code * y over the sub-block, codes 0..15 or
 //   0..31), M = sum over sub-blocks of m * xsum (the activation codes' sum), both exact in int32
@@ -655,7 +646,7 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
-  const auto sb = static_cast<int64_t>(W.unit_stride());  // one unit = one super-block
+  const auto sb = static_cast<int64_t>(W.super_stride());  // super-block s: s * sb further
   const auto bs = static_cast<int64_t>(W.block_stride());
   const uint8_t* base[R];  // super-block heads (meta)
   const uint8_t* codes[R];
@@ -674,7 +665,6 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
       for (int i = 0; i < T; ++i) isc[r][i] = _mm256_setzero_si256();
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
-      if constexpr (T == 1 && R == kGroupPanels) PrefetchNextUnit(codes[0], s, sb, sub, bs);
       __m256i isum[R][T];
       const uint8_t* cp[R];
       KVASIR_UNROLL
@@ -742,7 +732,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
   const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
-  const auto sb = static_cast<int64_t>(W.unit_stride());  // one unit = one super-block
+  const auto sb = static_cast<int64_t>(W.super_stride());  // super-block s: s * sb further
   const uint8_t* base[R];  // super-block heads (meta)
   const uint8_t* codes[R];
   KVASIR_UNROLL
@@ -762,7 +752,6 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
       for (int i = 0; i < T; ++i) isc[r][i] = _mm256_setzero_si256();
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
-      if constexpr (T == 1 && R == kGroupPanels) PrefetchNextUnit(codes[0], s, sb, sub, bs);
       KVASIR_UNROLL
       for (int h = 0; h < 2; ++h) {  // half: low nibbles (columns 0-15), high (16-31)
         __m256i isum[R][T];
@@ -1183,8 +1172,8 @@ float SuperBlock(DType type, const PackedMatrix& w, int64_t p, int64_t s, int la
   const int64_t nb = w.cols() / kQK8_0;
   const float dx = x.q8_scales()[t * nb + s * 8];
   const auto cbytes = static_cast<int64_t>(w.block_stride());  // block k: k * cbytes further
-  const uint8_t* m = w.head(p) + s * static_cast<int64_t>(w.unit_stride());  // the meta
-  const uint8_t* sub_codes = w.codes(p) + s * static_cast<int64_t>(w.unit_stride());
+  const uint8_t* m = w.head(p) + s * static_cast<int64_t>(w.super_stride());  // the meta
+  const uint8_t* sub_codes = w.codes(p) + s * static_cast<int64_t>(w.super_stride());
   if (type == DType::Q6_K) {
     int32_t total = 0;
     for (int sub = 0; sub < 8; ++sub) {

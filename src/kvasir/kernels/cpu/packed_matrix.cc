@@ -98,8 +98,8 @@ void check_shape(DType stored, int64_t rows, int64_t cols) {
   if (rows < 0 || cols <= 0) fail("pack: invalid weight shape {} x {}", rows, cols);
   const int bs = dtype_info(stored).block_size;
   if (cols % bs != 0) {
-    fail("pack: {} weight has {} columns, not a multiple of the block size {}",
-         dtype_name(stored), cols, bs);
+    fail("pack: {} weight has {} columns, not a multiple of the block size {}", dtype_name(stored),
+         cols, bs);
   }
 }
 
@@ -116,31 +116,29 @@ size_t panel_bytes_of(DType t, int64_t cols) {
 }
 
 // The units of packed_matrix.h: how many per panel, and the bytes of each one's code and meta
-// parts.
-// A code part is `head` bytes, then `n_sub` sub-parts (the blocks of a super-block unit) of `sub`
-// bytes each.
+// parts. A code part is `n_sub` sub-parts (the blocks of a super-block unit) of `sub` bytes each.
 struct Units {
   int64_t n;
   size_t code;
   size_t meta;
-  size_t head;
   int64_t n_sub;
   size_t sub;
 };
 Units units_of(DType t, int64_t cols) {
   if (is_float_family(t)) {
     const size_t c = kPanelRows * element_bytes(t);
-    return {cols, c, 0, 0, 1, c};
+    return {cols, c, 0, 1, c};
   }
-  if (const size_t sb = super_block_bytes(t); sb != 0)
-    return {cols / kQK_K, sb, 0, kSuperMetaBytes, 8, code_bytes(t)};
+  if (const size_t sb = super_block_bytes(t); sb != 0) {  // one unit: the panel's whole row
+    const size_t c = static_cast<size_t>(cols / kQK_K) * sb;
+    return {1, c, 0, 1, c};
+  }
   if (t == DType::IQ4_XS || t == DType::Q2_K || t == DType::Q3_K) {
     const int64_t ns = cols / kQK_K;
-    return {ns, 8 * code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(ns), 0, 8,
-            code_bytes(t)};
+    return {ns, 8 * code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(ns), 8, code_bytes(t)};
   }
   const int64_t nb = cols / kQK8_0;
-  return {nb, code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(nb), 0, 1, code_bytes(t)};
+  return {nb, code_bytes(t), meta_bytes(t, cols) / static_cast<size_t>(nb), 1, code_bytes(t)};
 }
 
 size_t group_bytes_of(DType t, int64_t cols) {
@@ -297,8 +295,8 @@ void pack_superblock_row(DType t, const uint8_t* row, int64_t cols, int j, uint8
       uint8_t* meta = panel + meta_offset + static_cast<size_t>(s) * kIQ4XSPanelMetaBytes;
       std::memcpy(meta + j * 2, &blk->d, 2);
       for (int g = 0; g < 8; ++g) {
-        const int ls = ((blk->scales_l[g / 2] >> (4 * (g % 2))) & 0xf) |
-                       ((blk->scales_h >> (2 * g)) & 3) << 4;
+        const int ls =
+            ((blk->scales_l[g / 2] >> (4 * (g % 2))) & 0xf) | ((blk->scales_h >> (2 * g)) & 3) << 4;
         meta[16 + g * kPanelRows + j] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
         unpack_nibbles(blk->qs + 16 * g, c + 32 * g);
         put_nibbles(c + 32 * g, j, codes + static_cast<size_t>(g) * cb, false);
@@ -406,8 +404,8 @@ void pack_panel(const MatrixView& w, int64_t p, uint8_t* dst) {
   }
   if (w.type != DType::Q8_0 && w.type != DType::Q4_0) {
     for (int64_t j = 0; j < n_rows; ++j)
-      pack_block32_row(w.type, src + static_cast<size_t>(r0 + j) * rb, w.cols,
-                       static_cast<int>(j), dst, static_cast<size_t>(nb) * cb);
+      pack_block32_row(w.type, src + static_cast<size_t>(r0 + j) * rb, w.cols, static_cast<int>(j),
+                       dst, static_cast<size_t>(nb) * cb);
     return;  // padding rows: zero scales
   }
   uint8_t* scales = dst + static_cast<size_t>(nb) * cb;
@@ -471,8 +469,8 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
   group_bytes_ = group_bytes_of(t, w.cols);
   unit_code_bytes_ = units.code;
   unit_meta_bytes_ = units.meta;
-  unit_head_bytes_ = units.head;
   unit_sub_bytes_ = units.sub;
+  per_panel_ = super_block_bytes(t) != 0;
   block_code_bytes_ = code_bytes(t);
   super_bytes_ = super_block_bytes(t);
   const int64_t np = n_panels();
@@ -495,13 +493,9 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
         for (int64_t u = 0; u < units.n; ++u) {
           uint8_t* unit = group + static_cast<size_t>(u) * stride;
           const uint8_t* part = tmp.get() + static_cast<size_t>(u) * units.code;
-          if (units.head != 0) {
-            std::memcpy(unit + static_cast<size_t>(l) * units.head, part, units.head);
-          }
           for (int64_t k = 0; k < units.n_sub; ++k) {
-            std::memcpy(unit + kGroupPanels * units.head +
-                            static_cast<size_t>(k * kGroupPanels + l) * units.sub,
-                        part + units.head + static_cast<size_t>(k) * units.sub, units.sub);
+            std::memcpy(unit + static_cast<size_t>(k * kGroupPanels + l) * units.sub,
+                        part + static_cast<size_t>(k) * units.sub, units.sub);
           }
           if (units.meta != 0) {
             std::memcpy(unit + kGroupPanels * units.code + static_cast<size_t>(l) * units.meta,

@@ -24,9 +24,13 @@
 //     k * block_stride() bytes after its block 0, so a tile walking blocks in order still reads
 //     one sequential stream (with each panel's 8 blocks together, a tile read 4 streams 1 KiB
 //     apart, and cold k-quant GEMVs ran at 12-16 GB/s against Q4_0's 36; bench/NOTES.md).
-//   Q4_K, Q5_K, Q6_K: a unit is one super-block, all in its code part: the 4 panels' super-block
-//     heads (their kSuperMetaBytes of meta: head(p)), then their 8 blocks' codes interleaved as
-//     above; no meta part.
+//   Q4_K, Q5_K, Q6_K: the exception (per_panel()): a panel is ONE unit, all code part, holding
+//     its super-blocks one after the other (each its kSuperMetaBytes head, head(p) for the first,
+//     then its 8 blocks' codes); a group stores its 4 panels one after the other, so a GEMV tile
+//     reads 4 streams. Measured against the interleaved layout above (cold GEMV 32000 x 2048, 2
+//     threads, Zen 4): Q4_K 20.9 -> 30.3 GB/s, Q6_K 20.3 -> 27.7 GB/s; tinyllama Q4_K_M tg128
+//     29 -> 47 tok/s (bench/NOTES.md). The 4 streams are long runs of ~1.2 KiB records here,
+//     unlike the short 1 KiB hops that hurt the other formats.
 //   F32, F16, BF16: a unit is one column (its 8 elements, all code): a group stores column by
 //     column the 4 panels' 8 elements, 32 elements in all (64 bytes in F16). Longer units
 //     (64 columns, 1 KiB a panel in F16) made a GEMV tile read 4 streams 1 KiB apart again, and
@@ -119,21 +123,25 @@ class PackedMatrix final : public DeviceMatrix {
   size_t group_bytes() const { return group_bytes_; }
   // The average bytes per panel (group_bytes() / kGroupPanels): for sizing work by bytes.
   size_t panel_bytes() const { return group_bytes_ / kGroupPanels; }
-  // Panel p's unit 0: its codes (of block 0 in a super-block unit), its super-block head (Q4_K,
-  // Q5_K, Q6_K; nullptr for the others) and its meta part (nullptr for the formats without one:
-  // Q4_K, Q5_K, Q6_K and the float formats). Unit u is u * unit_stride() bytes further; block k
-  // of a super-block unit k * block_stride() bytes after block 0.
+  // Panel p's unit 0: its codes (of block 0 in a super-block unit), its first super-block's head
+  // (Q4_K, Q5_K, Q6_K; nullptr for the others) and its meta part (nullptr for the formats without
+  // one: Q4_K, Q5_K, Q6_K and the float formats). Unit u is u * unit_stride() bytes further; block
+  // k of a super-block unit k * block_stride() bytes after block 0.
   const uint8_t* codes(int64_t p) const {
+    if (per_panel_) return panel_start(p) + kSuperMetaBytes;
     return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
-           kGroupPanels * unit_head_bytes_ +
            static_cast<size_t>(p % kGroupPanels) * unit_sub_bytes_;
   }
-  const uint8_t* head(int64_t p) const {
-    if (unit_head_bytes_ == 0) return nullptr;
-    return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
-           static_cast<size_t>(p % kGroupPanels) * unit_head_bytes_;
+  const uint8_t* head(int64_t p) const { return per_panel_ ? panel_start(p) : nullptr; }
+  // Block k of a super-block is k * block_stride() bytes after its block 0.
+  size_t block_stride() const {
+    return per_panel_ ? block_code_bytes_ : kGroupPanels * unit_sub_bytes_;
   }
-  size_t block_stride() const { return kGroupPanels * unit_sub_bytes_; }
+  // Super-block s of a panel (Q2_K .. Q6_K, IQ4_XS) is s * super_stride() bytes after its first.
+  size_t super_stride() const { return per_panel_ ? super_bytes_ : unit_stride(); }
+  // Q4_K, Q5_K, Q6_K: each panel's super-blocks one after the other, the 4 panels of a group one
+  // after the other (see above).
+  bool per_panel() const { return per_panel_; }
   const uint8_t* meta(int64_t p) const {
     if (unit_meta_bytes_ == 0) return nullptr;
     return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
@@ -155,8 +163,12 @@ class PackedMatrix final : public DeviceMatrix {
   size_t group_bytes_ = 0;
   size_t unit_code_bytes_ = 0;
   size_t unit_meta_bytes_ = 0;
-  size_t unit_head_bytes_ = 0;  // of the code part: the super-block head, then the blocks
-  size_t unit_sub_bytes_ = 0;   // one block's codes (super-block units), else the code part
+  size_t unit_sub_bytes_ = 0;  // one block's codes (super-block units), else the code part
+  bool per_panel_ = false;
+  const uint8_t* panel_start(int64_t p) const {
+    return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
+           static_cast<size_t>(p % kGroupPanels) * unit_code_bytes_;
+  }  // per_panel(): panel p's first super-block
   size_t block_code_bytes_ = 0;
   size_t super_bytes_ = 0;
   DType stored_type_ = DType::F32;
