@@ -961,9 +961,13 @@ struct K16Kernel {
   }
 };
 
+// Q4_K, Q5_K, Q6_K GEMV: one panel per tile. Their panels are stored whole, one after the other
+// (packed_matrix.h), so a thread walking its panels one at a time reads ONE sequential stream;
+// 4-panel tiles read 4 streams ~9 KiB apart. Cold GEMV, TinyLlama's 2048-column shapes, 2
+// threads, Zen 4: Q4_K 28-30 -> 38-51 GB/s, Q6_K 26-29 -> 36-51 (bench/NOTES.md).
 struct Q6KKernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  static constexpr int Rows(int T) { return T == 1 ? 1 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ6K<R, T>(j, p, t);
@@ -974,7 +978,7 @@ struct Q6KKernel {
 template <bool kQ5>
 struct Q4KKernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  static constexpr int Rows(int T) { return T == 1 ? 1 : T == 2 ? 2 : kWideRegs ? 2 : 1; }  // above
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ4K<kQ5, R, T>(j, p, t);

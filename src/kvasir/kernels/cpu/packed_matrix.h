@@ -26,11 +26,11 @@
 //     apart, and cold k-quant GEMVs ran at 12-16 GB/s against Q4_0's 36; bench/NOTES.md).
 //   Q4_K, Q5_K, Q6_K: the exception (per_panel()): a panel is ONE unit, all code part, holding
 //     its super-blocks one after the other (each its kSuperMetaBytes head, head(p) for the first,
-//     then its 8 blocks' codes); a group stores its 4 panels one after the other, so a GEMV tile
-//     reads 4 streams. Measured against the interleaved layout above (cold GEMV 32000 x 2048, 2
-//     threads, Zen 4): Q4_K 20.9 -> 30.3 GB/s, Q6_K 20.3 -> 27.7 GB/s; tinyllama Q4_K_M tg128
-//     29 -> 47 tok/s (bench/NOTES.md). The 4 streams are long runs of ~1.2 KiB records here,
-//     unlike the short 1 KiB hops that hurt the other formats.
+//     then its 8 blocks' codes); a group stores its 4 panels one after the other, so all of a
+//     matrix's panels lie in panel order and a GEMV taking one panel per tile reads ONE sequential
+//     stream. Against the interleaved layout above (cold GEMV, 2 threads, Zen 4): 32000 x 2048
+//     Q4_K 20.9 -> 30.3 GB/s, Q6_K 20.3 -> 27.7 with 4-panel tiles, then 38-51 GB/s for both
+//     with 1-panel tiles (matmul_kernels.cc); bench/NOTES.md.
 //   F32, F16, BF16: a unit is one column (its 8 elements, all code): a group stores column by
 //     column the 4 panels' 8 elements, 32 elements in all (64 bytes in F16). Longer units
 //     (64 columns, 1 KiB a panel in F16) made a GEMV tile read 4 streams 1 KiB apart again, and
