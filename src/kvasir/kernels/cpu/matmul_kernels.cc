@@ -646,7 +646,7 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
-  const auto sb = static_cast<int64_t>(W.super_stride());  // super-block s: s * sb further
+  const auto sb = static_cast<int64_t>(W.super_bytes());  // super-block s: s * sb further
   const auto bs = static_cast<int64_t>(W.block_stride());
   const uint8_t* base[R];  // super-block heads (meta)
   const uint8_t* codes[R];
@@ -732,7 +732,7 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
   const int32_t* xlo = j.x->q8_sums_lo() + t * nb;
-  const auto sb = static_cast<int64_t>(W.super_stride());  // super-block s: s * sb further
+  const auto sb = static_cast<int64_t>(W.super_bytes());  // super-block s: s * sb further
   const uint8_t* base[R];  // super-block heads (meta)
   const uint8_t* codes[R];
   KVASIR_UNROLL
@@ -978,7 +978,8 @@ struct Q6KKernel {
 template <bool kQ5>
 struct Q4KKernel {
   static constexpr int kMaxT = 4;
-  static constexpr int Rows(int T) { return T == 1 ? 1 : T == 2 ? 2 : kWideRegs ? 2 : 1; }  // above
+  // One panel per GEMV tile: see Q6KKernel.
+  static constexpr int Rows(int T) { return T == 1 ? 1 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ4K<kQ5, R, T>(j, p, t);
@@ -1176,8 +1177,8 @@ float SuperBlock(DType type, const PackedMatrix& w, int64_t p, int64_t s, int la
   const int64_t nb = w.cols() / kQK8_0;
   const float dx = x.q8_scales()[t * nb + s * 8];
   const auto cbytes = static_cast<int64_t>(w.block_stride());  // block k: k * cbytes further
-  const uint8_t* m = w.head(p) + s * static_cast<int64_t>(w.super_stride());  // the meta
-  const uint8_t* sub_codes = w.codes(p) + s * static_cast<int64_t>(w.super_stride());
+  const uint8_t* m = w.head(p) + s * static_cast<int64_t>(w.super_bytes());  // the meta
+  const uint8_t* sub_codes = w.codes(p) + s * static_cast<int64_t>(w.super_bytes());
   if (type == DType::Q6_K) {
     int32_t total = 0;
     for (int sub = 0; sub < 8; ++sub) {

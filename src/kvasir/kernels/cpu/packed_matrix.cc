@@ -470,7 +470,6 @@ PackedMatrix::PackedMatrix(const MatrixView& w, ThreadPool& pool)
   unit_code_bytes_ = units.code;
   unit_meta_bytes_ = units.meta;
   unit_sub_bytes_ = units.sub;
-  per_panel_ = super_block_bytes(t) != 0;
   block_code_bytes_ = code_bytes(t);
   super_bytes_ = super_block_bytes(t);
   const int64_t np = n_panels();

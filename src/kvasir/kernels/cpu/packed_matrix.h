@@ -128,20 +128,21 @@ class PackedMatrix final : public DeviceMatrix {
   // one: Q4_K, Q5_K, Q6_K and the float formats). Unit u is u * unit_stride() bytes further; block
   // k of a super-block unit k * block_stride() bytes after block 0.
   const uint8_t* codes(int64_t p) const {
-    if (per_panel_) return panel_start(p) + kSuperMetaBytes;
     return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
-           static_cast<size_t>(p % kGroupPanels) * unit_sub_bytes_;
+           static_cast<size_t>(p % kGroupPanels) * unit_sub_bytes_ +
+           (per_panel() ? kSuperMetaBytes : 0);
   }
-  const uint8_t* head(int64_t p) const { return per_panel_ ? panel_start(p) : nullptr; }
-  // Block k of a super-block is k * block_stride() bytes after its block 0.
+  const uint8_t* head(int64_t p) const {
+    return per_panel() ? codes(p) - kSuperMetaBytes : nullptr;
+  }
+  // Block k of a super-block is k * block_stride() bytes after its block 0; in Q4_K, Q5_K, Q6_K
+  // super-block s of a panel is s * super_bytes() bytes after its first.
   size_t block_stride() const {
-    return per_panel_ ? block_code_bytes_ : kGroupPanels * unit_sub_bytes_;
+    return per_panel() ? block_code_bytes_ : kGroupPanels * unit_sub_bytes_;
   }
-  // Super-block s of a panel (Q2_K .. Q6_K, IQ4_XS) is s * super_stride() bytes after its first.
-  size_t super_stride() const { return per_panel_ ? super_bytes_ : unit_stride(); }
   // Q4_K, Q5_K, Q6_K: each panel's super-blocks one after the other, the 4 panels of a group one
   // after the other (see above).
-  bool per_panel() const { return per_panel_; }
+  bool per_panel() const { return super_bytes_ != 0; }
   const uint8_t* meta(int64_t p) const {
     if (unit_meta_bytes_ == 0) return nullptr;
     return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
@@ -164,11 +165,6 @@ class PackedMatrix final : public DeviceMatrix {
   size_t unit_code_bytes_ = 0;
   size_t unit_meta_bytes_ = 0;
   size_t unit_sub_bytes_ = 0;  // one block's codes (super-block units), else the code part
-  bool per_panel_ = false;
-  const uint8_t* panel_start(int64_t p) const {
-    return data_.get() + static_cast<size_t>(p / kGroupPanels) * group_bytes_ +
-           static_cast<size_t>(p % kGroupPanels) * unit_code_bytes_;
-  }  // per_panel(): panel p's first super-block
   size_t block_code_bytes_ = 0;
   size_t super_bytes_ = 0;
   DType stored_type_ = DType::F32;
