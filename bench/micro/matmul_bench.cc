@@ -118,7 +118,8 @@ void MatmulFormatArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Matmul)->Name("BM_MatmulFormats")->Apply(MatmulFormatArgs);
 
 // GEMV from DRAM: cycles through copies of the matrix totalling > 64 MiB (more than L3).
-void BM_MatmulCold(benchmark::State& state) {
+// Args: dtype id, rows, cols[, n_tokens (default 1)].
+void MatmulCold(benchmark::State& state, int64_t n) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2);
   const std::vector<float> wf = random_floats(rows * cols, 3);
@@ -126,10 +127,10 @@ void BM_MatmulCold(benchmark::State& state) {
   const int copies = static_cast<int>(64 * 1024 * 1024 / wq.size()) + 1;
   std::vector<PackedMatrix> ws;
   for (int c = 0; c < copies; ++c) ws.emplace_back(MatrixView{type, rows, cols, wq.data()}, pool());
-  const std::vector<float> x = random_floats(cols, 4);
-  std::vector<float> y(static_cast<size_t>(rows));
+  const std::vector<float> x = random_floats(n * cols, 4);
+  std::vector<float> y(static_cast<size_t>(n * rows));
   Activations a;
-  a.prepare(x.data(), 1, cols, type, pool());
+  a.prepare(x.data(), n, cols, type, pool());
   size_t i = 0;
   for (auto _ : state) {
     const PackedMatrix& w = ws[i];
@@ -138,7 +139,16 @@ void BM_MatmulCold(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(wq.size()));
+  state.counters["GFLOPS"] = benchmark::Counter(static_cast<double>(2 * rows * cols * n),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
   state.SetLabel(std::string(dtype_name(type)) + " " + simd_target_name());
+}
+void BM_MatmulCold(benchmark::State& state) {
+  MatmulCold(state, 1);
+}
+void BM_MatmulColdTokens(benchmark::State& state) {
+  MatmulCold(state, state.range(3));
 }
 BENCHMARK(BM_MatmulCold)
     ->ArgNames({"dtype", "rows", "cols"})
@@ -163,6 +173,17 @@ BENCHMARK(BM_MatmulCold)->Name("BM_MatmulColdKQuant")->ArgNames({"dtype", "rows"
     ->Apply([](benchmark::internal::Benchmark* b) {
       for (DType t : {DType::F16, DType::Q4_K, DType::Q6_K}) {
         for (int64_t rows : {5632, 2048, 32000}) b->Args({static_cast<int64_t>(t), rows, 2048});
+      }
+    })
+    ->UseRealTime();
+
+// Small batches from DRAM: a speculative verification of K + 1 = 5 tokens, or a decode step of a
+// few sequences, costs little more than the GEMV while the weights' bytes bound it.
+BENCHMARK(BM_MatmulColdTokens)
+    ->ArgNames({"dtype", "rows", "cols", "tokens"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+        for (int64_t n : {1, 2, 4, 5, 8}) b->Args({static_cast<int64_t>(t), 2048, 5632, n});
       }
     })
     ->UseRealTime();

@@ -157,8 +157,10 @@ TEST_P(PerTarget, EveryFormatBitIdenticalToTheContractLoop) {
   struct Shape {
     int64_t rows, cols, n_tokens;
   };
-  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {8, 256, 4},
-                          {3, 256, 5},  {300, 768, 7}, {21, 2304, 3}};
+  // 2 and 5 tokens over 9 panels: the one-tile paths (a whole group for 2 tokens, 2 panels x 5
+  // tokens for a K = 4 verification) with their leftover panels.
+  const Shape shapes[] = {{37, 256, 1}, {70, 512, 13}, {8, 256, 4},  {3, 256, 5},
+                          {300, 768, 7}, {21, 2304, 3}, {70, 512, 2}, {70, 512, 5}};
   uint32_t seed = 501;
   for (DType t : kFormats) {
     for (const Shape& s : shapes) {

@@ -148,7 +148,8 @@ void check_contract(DType t, Contract contract, uint32_t seed) {
     int64_t rows, cols, n_tokens;
   };
   const Shape shapes[] = {{37, 256, 1}, {70, 512, 13},  {300, 768, 7}, {8, 256, 4},
-                          {3, 256, 5},  {300, 768, 64}, {21, 2304, 3}};
+                          {3, 256, 5},  {300, 768, 64}, {21, 2304, 3}, {70, 512, 2},
+                          {70, 512, 5}};
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" +
                  std::to_string(s.cols) + " tokens=" + std::to_string(s.n_tokens));

@@ -127,7 +127,7 @@ TEST_P(PerTarget, MatchesScalarReference) {
     // Odd shapes: rows not a multiple of any tile, cols not a multiple of 256 (nor, for floats,
     // of the vector width), token counts around the tile sizes.
     const Shape shapes_f[] = {{37, 77, 1}, {37, 77, 5}, {64, 320, 3}, {19, 8, 4}, {5, 1, 2}};
-    const Shape shapes_q[] = {{37, 96, 1}, {37, 96, 5}, {64, 544, 3}, {3, 32, 9}};
+    const Shape shapes_q[] = {{37, 96, 1}, {37, 96, 5}, {64, 544, 3}, {3, 32, 9}, {70, 96, 2}};
     if (is_quant(t)) {
       for (const Shape& s : shapes_q) check_quantized(t, s.rows, s.cols, s.n_tokens, pool);
     } else {
@@ -198,10 +198,10 @@ TEST_P(PerTarget, BitIdenticalToTheContractLoop) {
   // {40, 320, 64} is large enough for the activations to be prepared (tiled or quantized) on the
   // pool; {21, 1100, 13} has long rows (activation tiles of 26 KB) with partial panels, full and
   // ragged token tiles.
-  const Shape shapes_f[] = {{37, 77, 1}, {70, 33, 13},  {300, 160, 7}, {8, 5, 6},
-                            {3, 1, 2},   {40, 320, 64}, {21, 1100, 13}};
-  const Shape shapes_q[] = {{37, 96, 1}, {70, 64, 13},  {300, 544, 7}, {8, 32, 4},
-                            {3, 32, 5},  {40, 320, 64}, {21, 1120, 13}};
+  const Shape shapes_f[] = {{37, 77, 1},   {70, 33, 13},   {300, 160, 7}, {8, 5, 6},  {3, 1, 2},
+                            {40, 320, 64}, {21, 1100, 13}, {70, 33, 2},   {70, 33, 5}};
+  const Shape shapes_q[] = {{37, 96, 1}, {70, 64, 13},  {300, 544, 7},  {8, 32, 4},  {3, 32, 5},
+                            {40, 320, 64}, {21, 1120, 13}, {70, 64, 2}, {70, 64, 5}};
   for (DType t : kAllTypes) {
     for (const Shape& s : is_quant(t) ? shapes_q : shapes_f) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" +

@@ -98,6 +98,14 @@ constexpr bool kWideRegs = true;  // 32 vector registers
 constexpr bool kWideRegs = false;
 constexpr int kDotChains = 1;
 #endif
+// Quantized formats: a matmul of exactly this many tokens (the speculative verification of K = 4
+// draft tokens plus one, the default K) runs as ONE tile of all its tokens, 2 panels wide, so each
+// weight block is loaded and unpacked once for all of them instead of by a 4-token tile and again
+// by a 1-token tail tile: 2048x5632 from DRAM, 2 Zen 4 threads, 233-282 -> 197-237 us (Q8_0,
+// Q4_0, Q4_K). The 10 float + 10 integer accumulators, 5 broadcasts and 2 code vectors need 32
+// vector registers (AVX-512), not AVX2's 16. Eight tokens in one tile of 1 panel measured slower
+// than two 4-token tiles of 2 panels (Q8_0, Q4_0), so 6-8 tokens keep those.
+constexpr int kOneTileTokens = kWideRegs ? 5 : 0;
 
 // What a tile needs to find its inputs and outputs.
 struct Job {
@@ -125,6 +133,17 @@ inline void Store(__m256 v, const Job& j, int64_t p, int64_t t) {
     _mm256_store_ps(lanes, v);
     StoreRows(lanes, j, p, t);
   }
+}
+
+// Software prefetch of the weight stream: each step of a tile's loop asks for the bytes it will
+// read kPrefetchBytes later (the `n` bytes that follow p + kPrefetchBytes, n being what one step
+// consumes). The hardware prefetchers alone left DRAM idle between requests: with it, cold GEMV
+// from DRAM on 2 Zen 4 threads went from 53-57 to 63-67 GB/s (Q4_0) and to 70-76 GB/s (Q8_0),
+// and a 2- or 5-token matmul, whose arithmetic used to stall on every miss, overlaps the two.
+constexpr int64_t kPrefetchBytes = 4096;
+HWY_INLINE void PrefetchAhead(const uint8_t* p, int64_t n) {
+  const char* a = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+  for (int64_t o = 0; o < n; o += 64) _mm_prefetch(a + o, _MM_HINT_T0);
 }
 
 // The R x T accumulators of a tile: zeroed, and stored to y (rows that exist only).
@@ -202,6 +221,10 @@ HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
   ZeroAcc(acc);
   const float* const x_end = x + cols * T;
   for (; x != x_end; x += T, w += stride) {
+    KVASIR_UNROLL
+    for (int r = 0; r < R; r += static_cast<int>(kGroupPanels)) {  // one stream per group
+      PrefetchAhead(w + off[r], static_cast<int64_t>(stride));
+    }
     __m256 wv[R];
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) wv[r] = L::Load(w + off[r]);
@@ -597,6 +620,7 @@ HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
     const uint8_t* cp[R];
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * stride;
+    PrefetchAhead(cp[0], stride);  // the group's unit (R panels of one group: one stream)
     Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -625,8 +649,13 @@ struct QuantKernel {
   // 16 registers: R x T float accumulators + R x T integer sums + R code vectors + T broadcasts;
   // 4 panels for the GEMV keep 4 weight streams in flight (memory-level parallelism). With 32
   // registers (AVX-512) a GEMM tile of 2 panels x 4 tokens shares each broadcast between 2
-  // panels and each unpacked code vector between 4 tokens.
-  static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  // panels and each unpacked code vector between 4 tokens, and 2 tokens take a whole group of 4
+  // panels (one dense stream instead of two passes over half of each unit: 2048x5632 Q4_0 from
+  // DRAM, 2 tokens, 183-224 -> 160-175 us).
+  static constexpr int Rows(int T) {
+    return T == 1 ? 4 : T == 2 ? (kWideRegs ? 4 : 2) : kWideRegs ? 2 : 1;
+  }
+  static constexpr int kOneTileT = kOneTileTokens;
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ<Dots, kMin, R, T>(j, p, t);
@@ -668,7 +697,10 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
       __m256i isum[R][T];
       const uint8_t* cp[R];
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * sb + sub * bs;
+      for (int r = 0; r < R; ++r) {
+        cp[r] = codes[r] + s * sb + sub * bs;
+        PrefetchAhead(cp[r], sb / 8);  // each panel is its own stream
+      }
       if constexpr (kQ5) {
         U5Dots<0>::template Block<R, T>(cp, xq, xsum, nb, b, isum);
       } else {
@@ -752,6 +784,8 @@ HWY_INLINE void TileQ6K(const Job& j, int64_t p, int64_t t) {
       for (int i = 0; i < T; ++i) isc[r][i] = _mm256_setzero_si256();
     for (int sub = 0; sub < 8; ++sub) {
       const int64_t b = s * 8 + sub;
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) PrefetchAhead(codes[r] + s * sb + sub * bs, sb / 8);
       KVASIR_UNROLL
       for (int h = 0; h < 2; ++h) {  // half: low nibbles (columns 0-15), high (16-31)
         __m256i isum[R][T];
@@ -852,6 +886,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
       const uint8_t* cp[R];
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * stride + sub * bstride;
+      PrefetchAhead(cp[0], stride / 8);
       IQ4Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
@@ -871,6 +906,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
 struct IQ4XSKernel {
   static constexpr int kMaxT = 4;
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  static constexpr int kOneTileT = kOneTileTokens;
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileIQ4XS<R, T>(j, p, t);
@@ -906,6 +942,7 @@ HWY_INLINE void TileK16(const Job& j, int64_t p, int64_t t) {
       const uint8_t* cp[R];
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * stride + sub * bstride;
+      PrefetchAhead(cp[0], stride / 8);
       CrumbDots<kQ3>::template Block<R, T>(cp, xq, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
@@ -955,6 +992,7 @@ template <bool kQ3>
 struct K16Kernel {
   static constexpr int kMaxT = 4;
   static constexpr int Rows(int T) { return T == 1 ? 4 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  static constexpr int kOneTileT = kOneTileTokens;
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileK16<kQ3, R, T>(j, p, t);
@@ -968,6 +1006,7 @@ struct K16Kernel {
 struct Q6KKernel {
   static constexpr int kMaxT = 4;
   static constexpr int Rows(int T) { return T == 1 ? 1 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  static constexpr int kOneTileT = kOneTileTokens;
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ6K<R, T>(j, p, t);
@@ -980,6 +1019,7 @@ struct Q4KKernel {
   static constexpr int kMaxT = 4;
   // One panel per GEMV tile: see Q6KKernel.
   static constexpr int Rows(int T) { return T == 1 ? 1 : T == 2 ? 2 : kWideRegs ? 2 : 1; }
+  static constexpr int kOneTileT = kOneTileTokens;
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
     TileQ4K<kQ5, R, T>(j, p, t);
@@ -995,9 +1035,22 @@ void PanelsForTokens(const Job& j, int64_t p0, int64_t p1, int64_t t) {
   for (; p < p1; ++p) K::template Tile<1, T>(j, p, t);
 }
 
+// K::kOneTileT where the kernel has it (the quantized ones), else 0.
+template <class K>
+constexpr int OneTileTokens() {
+  if constexpr (requires { K::kOneTileT; }) {
+    return K::kOneTileT;
+  } else {
+    return 0;
+  }
+}
+
 template <class K>
 void Panels(const Job& j, int64_t p0, int64_t p1) {
   const int64_t n = j.x->n_tokens();
+  if constexpr (OneTileTokens<K>() == 5) {
+    if (n == 5) return PanelsForTokens<K, 5>(j, p0, p1, 0);
+  }
   int64_t t = 0;
   for (; t + K::kMaxT <= n; t += K::kMaxT) PanelsForTokens<K, K::kMaxT>(j, p0, p1, t);
   switch (n - t) {  // the tail: fewer tokens than a full tile
