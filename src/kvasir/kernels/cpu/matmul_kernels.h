@@ -11,7 +11,8 @@
 
 namespace kvasir::cpu::matmul_detail {
 
-// y[t * w.rows() + r] for every token t of x and every row r of panels [p0, p1).
+// y[t * w.rows() + r] for every token t of x and every row r of panels [p0, p1). p0 must be a
+// multiple of kGroupPanels (the 512-bit float tiles pair panels 2i and 2i + 1 of a group).
 void matmul_panels(const PackedMatrix& w, const Activations& x, float* y, int64_t p0, int64_t p1);
 
 // Quantizes 32-float blocks [b0, b1) of x to Q8_0 exactly as kvasir::quantize_block_q8_0 does,
