@@ -197,6 +197,10 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
   cmd->add_option("--replay-corrupt", o->b.corrupt,
                   "Replay the target's own output with each proposed token wrong at this rate "
                   "(default 0.2: per-token acceptance 0.8)");
+  cmd->add_option("--spec-warn-acceptance", o->b.warn_acceptance,
+                  "Fall back to plain decoding below this acceptance, as the engine does when "
+                  "serving (default 0: never, to measure speculation itself; 0.6 measures the "
+                  "fallback)");
   cmd->add_flag("--no-replay", o->no_replay, "Use the draft model's own proposals");
   cmd->add_option("-t,--threads", o->b.threads, "Threads (default: all cores)");
   cmd->add_flag("--json", o->json, "One JSON object with every figure");
@@ -206,6 +210,8 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
     o->b.replay = !o->no_replay;
     if (!(o->b.corrupt >= 0 && o->b.corrupt <= 1))
       fail("--replay-corrupt: expected a rate in [0, 1], got {}", o->b.corrupt);
+    if (!(o->b.warn_acceptance >= 0 && o->b.warn_acceptance <= 1))
+      fail("--spec-warn-acceptance: expected a rate in [0, 1], got {}", o->b.warn_acceptance);
     check_model_path(o->model, "model");
     if (!o->draft.empty()) check_model_path(o->draft, "draft model");
     auto model = Model::load(o->model);
@@ -234,7 +240,9 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
                           {"spec_tok_s", sum(r.spec_tok_s)},
                           {"speedup", sum(r.speedup)},
                           {"acceptance", r.acceptance},
-                          {"tokens_per_pass", r.tokens_per_pass}};
+                          {"tokens_per_pass", r.tokens_per_pass},
+                          {"warn_acceptance", o->b.warn_acceptance},
+                          {"proposed_per_token", r.proposed_per_token}};
       fmt::print("{}\n", j.dump());
       return 0;
     }
@@ -257,6 +265,8 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
     row("speedup", r.speedup, "x", 1);
     fmt::print("{:<22} {:>10.3f}  (accepted / proposed)\n", "acceptance", r.acceptance);
     fmt::print("{:<22} {:>10.3f}\n", "tokens per pass", r.tokens_per_pass);
+    fmt::print("{:<22} {:>10.3f}  (fallback below acceptance {})\n", "proposed per token",
+               r.proposed_per_token, o->b.warn_acceptance);
     return 0;
   };
 }

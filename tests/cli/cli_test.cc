@@ -104,6 +104,28 @@ TEST(Cli, PerplexityJson) {
   EXPECT_LT(j["ppl"].get<double>(), 10.0);
 }
 
+// bench spec with the engine's low-acceptance fallback on (--spec-warn-acceptance) measures
+// what is left of plain speed: with every proposal wrong the engine stops proposing after its
+// window (64 proposals) and probes rarely, where without the fallback it proposes every step.
+TEST(Cli, BenchSpecMeasuresTheLowAcceptanceFallback) {
+  const std::string cmd = "bench spec -m " + q(stories()) +
+                          " --spec-k 4 -n 400 --reps 1 --passes 1 --replay-corrupt 1 -t 1 --json";
+  Result off = kvasir(cmd);
+  ASSERT_EQ(off.code, 0) << off.err;
+  Result on = kvasir(cmd + " --spec-warn-acceptance 0.6");
+  ASSERT_EQ(on.code, 0) << on.err;
+  const auto a = nlohmann::json::parse(off.out), b = nlohmann::json::parse(on.out);
+  EXPECT_EQ(a["acceptance"].get<double>(), 0.0);
+  // One pass per token; the engine counts a proposal's tokens up to its first rejected one.
+  EXPECT_GT(a["proposed_per_token"].get<double>(), 0.9) << off.out;
+  EXPECT_EQ(b["warn_acceptance"].get<double>(), 0.6);
+  // The warm-up run already fell back; the timed run only probes (16 proposals per 512 steps).
+  EXPECT_LT(b["proposed_per_token"].get<double>(), 0.2) << on.out;
+  Result bad = kvasir(cmd + " --spec-warn-acceptance 2");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--spec-warn-acceptance"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, ErrorsAreClear) {
   Result r = kvasir("run -m /nonexistent/model.gguf -p hi");
   EXPECT_EQ(r.code, 1);

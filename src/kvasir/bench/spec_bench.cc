@@ -141,7 +141,7 @@ SpecBenchResult run_spec_bench(const Model& target, const SpecBenchOptions& o) {
 
   EngineConfig sc = ec;
   sc.spec.k = o.k;
-  sc.spec.warn_acceptance = 0;  // measure speculation itself, never its fallback
+  sc.spec.warn_acceptance = o.warn_acceptance;
   std::shared_ptr<Proposer> draft;
   ThreadPool draft_pool(o.threads);
   if (o.draft) {
@@ -183,6 +183,7 @@ SpecBenchResult run_spec_bench(const Model& target, const SpecBenchOptions& o) {
   const double passes = static_cast<double>(after.spec_passes - before.spec_passes);
   res.acceptance = proposed > 0 ? accepted / proposed : 0;
   res.tokens_per_pass = passes > 0 ? (accepted + passes) / passes : 0;
+  res.proposed_per_token = proposed / (static_cast<double>(o.reps) * o.n);
   return res;
 }
 

@@ -33,6 +33,9 @@ struct SpecBenchOptions {
   int passes = 16;  // verify figure: passes of each kind per repetition
   bool replay = true;
   double corrupt = 0.2;  // replay: probability that a proposed token is wrong
+  // The engine's low-acceptance fallback threshold (SpecConfig::warn_acceptance): 0 measures
+  // speculation itself; 0.6 (the serving default) measures what the fallback keeps of plain speed.
+  double warn_acceptance = 0;
   const Model* draft = nullptr;
   int threads = 0;
   KVCacheType kv_type{};
@@ -48,6 +51,10 @@ struct SpecBenchResult {
   Summary speedup;             // per repetition: spec / plain
   double acceptance = 0;       // accepted / proposed draft tokens, all repetitions
   double tokens_per_pass = 0;  // tokens produced per verification pass
+  // Draft tokens judged per generated token in the timed runs (a proposal counts up to its first
+  // rejected token, as in `acceptance`): about 1 or more while speculating every step, near 0
+  // once the low-acceptance fallback decodes plainly.
+  double proposed_per_token = 0;
 };
 
 // Throws kvasir::Error for invalid options, or when speculation changed the greedy output.
