@@ -242,7 +242,7 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
                           {"acceptance", r.acceptance},
                           {"tokens_per_pass", r.tokens_per_pass},
                           {"warn_acceptance", o->b.warn_acceptance},
-                          {"proposed_per_token", r.proposed_per_token}};
+                          {"judged_per_token", r.judged_per_token}};
       fmt::print("{}\n", j.dump());
       return 0;
     }
@@ -265,8 +265,10 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
     row("speedup", r.speedup, "x", 1);
     fmt::print("{:<22} {:>10.3f}  (accepted / proposed)\n", "acceptance", r.acceptance);
     fmt::print("{:<22} {:>10.3f}\n", "tokens per pass", r.tokens_per_pass);
-    fmt::print("{:<22} {:>10.3f}  (fallback below acceptance {})\n", "proposed per token",
-               r.proposed_per_token, o->b.warn_acceptance);
+    fmt::print("{:<22} {:>10.3f}  ({})\n", "judged per token", r.judged_per_token,
+               o->b.warn_acceptance > 0
+                   ? fmt::format("fallback below acceptance {}", o->b.warn_acceptance)
+                   : std::string("fallback off"));
     return 0;
   };
 }

@@ -117,10 +117,10 @@ TEST(Cli, BenchSpecMeasuresTheLowAcceptanceFallback) {
   const auto a = nlohmann::json::parse(off.out), b = nlohmann::json::parse(on.out);
   EXPECT_EQ(a["acceptance"].get<double>(), 0.0);
   // One pass per token; the engine counts a proposal's tokens up to its first rejected one.
-  EXPECT_GT(a["proposed_per_token"].get<double>(), 0.9) << off.out;
+  EXPECT_GT(a["judged_per_token"].get<double>(), 0.9) << off.out;
   EXPECT_EQ(b["warn_acceptance"].get<double>(), 0.6);
   // The warm-up run already fell back; the timed run only probes (16 proposals per 512 steps).
-  EXPECT_LT(b["proposed_per_token"].get<double>(), 0.2) << on.out;
+  EXPECT_LT(b["judged_per_token"].get<double>(), 0.2) << on.out;
   Result bad = kvasir(cmd + " --spec-warn-acceptance 2");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--spec-warn-acceptance"), std::string::npos) << bad.err;

@@ -126,10 +126,8 @@ TEST_P(PerTarget, MatchesScalarReference) {
   for (DType t : kAllTypes) {
     // Odd shapes: rows not a multiple of any tile, cols not a multiple of 256 (nor, for floats,
     // of the vector width), token counts around the tile sizes.
-    const std::vector<Shape> shapes_f = {
-        {37, 77, 1}, {37, 77, 5}, {64, 320, 3}, {19, 8, 4}, {5, 1, 2}};
-    const std::vector<Shape> shapes_q = {
-        {37, 96, 1}, {37, 96, 5}, {64, 544, 3}, {3, 32, 9}, {70, 96, 2}};
+    const Shape shapes_f[] = {{37, 77, 1}, {37, 77, 5}, {64, 320, 3}, {19, 8, 4}, {5, 1, 2}};
+    const Shape shapes_q[] = {{37, 96, 1}, {37, 96, 5}, {64, 544, 3}, {3, 32, 9}, {70, 96, 2}};
     if (is_quant(t)) {
       for (const Shape& s : shapes_q) check_quantized(t, s.rows, s.cols, s.n_tokens, pool);
     } else {
@@ -201,6 +199,7 @@ TEST_P(PerTarget, BitIdenticalToTheContractLoop) {
   // pool; {21, 1100, 13} has long rows (activation tiles of 26 KB) with partial panels, full and
   // ragged token tiles.
   // {30, 40, 7} and {60, 40, 6}: a 4-panel (512-bit on AVX-512) tile whose last panel is partial.
+  // (Vectors: the two lists differ in length, and `?:` below picks one.)
   const std::vector<Shape> shapes_f = {{37, 77, 1}, {70, 33, 13},  {300, 160, 7},  {8, 5, 6},
                                        {3, 1, 2},   {40, 320, 64}, {21, 1100, 13}, {70, 33, 2},
                                        {70, 33, 5}, {30, 40, 7},   {60, 40, 6}};
@@ -301,8 +300,8 @@ TEST_P(PerTarget, BatchInvariant) {
   // for float weights not of the vector width: exercises the scalar tail); token counts that
   // leave a tail tile for both the 2- and 4-token tiles. 300 rows x 3 threads gives several
   // chunks per thread.
-  const std::vector<Shape> shapes_f = {{37, 77, 7}, {300, 160, 5}, {6, 16, 3}};
-  const std::vector<Shape> shapes_q = {{37, 96, 7}, {300, 544, 5}, {6, 32, 3}};
+  const Shape shapes_f[] = {{37, 77, 7}, {300, 160, 5}, {6, 16, 3}};
+  const Shape shapes_q[] = {{37, 96, 7}, {300, 544, 5}, {6, 32, 3}};
   for (DType t : kAllTypes) {
     for (const Shape& s : is_quant(t) ? shapes_q : shapes_f) {
       check_batch_invariance(t, s.rows, s.cols, s.n_tokens);

@@ -183,7 +183,7 @@ SpecBenchResult run_spec_bench(const Model& target, const SpecBenchOptions& o) {
   const double passes = static_cast<double>(after.spec_passes - before.spec_passes);
   res.acceptance = proposed > 0 ? accepted / proposed : 0;
   res.tokens_per_pass = passes > 0 ? (accepted + passes) / passes : 0;
-  res.proposed_per_token = proposed / (static_cast<double>(o.reps) * o.n);
+  res.judged_per_token = proposed / (static_cast<double>(o.reps) * o.n);
   return res;
 }
 

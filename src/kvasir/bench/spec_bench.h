@@ -54,7 +54,7 @@ struct SpecBenchResult {
   // Draft tokens judged per generated token in the timed runs (a proposal counts up to its first
   // rejected token, as in `acceptance`): about 1 or more while speculating every step, near 0
   // once the low-acceptance fallback decodes plainly.
-  double proposed_per_token = 0;
+  double judged_per_token = 0;
 };
 
 // Throws kvasir::Error for invalid options, or when speculation changed the greedy output.

@@ -50,6 +50,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kvasir/tensor/dtype.h"
@@ -176,150 +177,108 @@ HWY_INLINE void PanelPointers(const PackedMatrix& W, int64_t p, const uint8_t* (
 
 // ---- float-family weights -----------------------------------------------------------------------
 
-template <DType WT>
-struct FloatLoad;
-template <>
-struct FloatLoad<DType::F32> {
-  static constexpr size_t kBytes = 4;
-  static HWY_INLINE __m256 Load(const uint8_t* p) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+// The vector of a float tile. Ymm: one panel's 8 rows of a column. Zmm (AVX-512 targets): two
+// adjacent panels of a group, 16 consecutive elements of the group's column unit
+// (packed_matrix.h), so one broadcast and one FMA serve 16 rows. Each lane computes
+// acc = fma(w, x, acc) over k in order with either, so both give the same bits.
+// Why Zmm: on the Zen 5 VM (AMD EPYC family 26, 2 cores) a zmm FMA issues at the ymm rate (6.6
+// against 6.7 G/s per core, 16 independent chains), and llama.cpp's 512-bit F16 GEMM ran
+// tinyllama pp512 at 1.48x ours with ymm tiles; Zmm tiles took the hot 2048x2048 x 128 GEMM from
+// 200 to 352 GFLOPS (F16; F32 194 -> 344) and pp512 to 1.28x llama.cpp (bench/NOTES.md). Zen 4
+// splits a zmm FMA in two halves; the tiles were not measured there.
+struct Ymm {
+  using V = __m256;
+  static constexpr int kPanels = 1;
+  static HWY_INLINE V Zero() { return _mm256_setzero_ps(); }
+  static HWY_INLINE V Bcast(const float* x) { return _mm256_broadcast_ss(x); }
+  static HWY_INLINE V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  template <DType WT>
+  static HWY_INLINE V Load(const uint8_t* p) {
+    if constexpr (WT == DType::F32) {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    } else {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      if constexpr (WT == DType::F16) return _mm256_cvtph_ps(h);
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // BF16
+    }
+  }
+  static HWY_INLINE void Put(V v, const Job& j, int64_t p, int64_t t) { Store(v, j, p, t); }
+};
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+struct Zmm {
+  using V = __m512;
+  static constexpr int kPanels = 2;
+  static HWY_INLINE V Zero() { return _mm512_setzero_ps(); }
+  static HWY_INLINE V Bcast(const float* x) { return _mm512_set1_ps(*x); }
+  static HWY_INLINE V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  template <DType WT>
+  static HWY_INLINE V Load(const uint8_t* p) {
+    if constexpr (WT == DType::F32) {
+      return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+    } else {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      if constexpr (WT == DType::F16) return _mm512_cvtph_ps(h);
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // BF16
+    }
+  }
+  // Panel p's rows are the low 8 lanes, panel p + 1's the high 8.
+  static HWY_INLINE void Put(V v, const Job& j, int64_t p, int64_t t) {
+    Store(_mm512_castps512_ps256(v), j, p, t);
+    Store(_mm512_extractf32x8_ps(v, 1), j, p + 1, t);
   }
 };
-template <>
-struct FloatLoad<DType::F16> {
-  static constexpr size_t kBytes = 2;
-  static HWY_INLINE __m256 Load(const uint8_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-};
-template <>
-struct FloatLoad<DType::BF16> {
-  static constexpr size_t kBytes = 2;
-  static HWY_INLINE __m256 Load(const uint8_t* p) {
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
-  }
-};
+using WideVec = Zmm;
+constexpr bool kFloat512 = true;
+#else
+using WideVec = Ymm;
+constexpr bool kFloat512 = false;
+#endif
 
-// Panels p .. p+R-1, tokens t .. t+T-1, all columns.
-template <DType WT, int R, int T>
+// Panels p .. p+R-1, tokens t .. t+T-1, all columns, in vectors of VT::kPanels panels (Zmm: R
+// and p even, so that each pair lies side by side in one group).
+template <class VT, DType WT, int R, int T>
 HWY_INLINE void TileF(const Job& j, int64_t p, int64_t t) {
-  using L = FloatLoad<WT>;
+  static_assert(R % VT::kPanels == 0);
+  constexpr int NV = R / VT::kPanels;
+  using V = typename VT::V;
   const int64_t cols = j.w->cols();
   // The tile's T tokens, interleaved (Activations::f32_tiles): token t + i, column k at [k*T + i].
   const float* x = j.x->f32_tiles() + t * cols;
-  // A unit is one column (packed_matrix.h): panel p + r's column k is off[r] bytes after panel
-  // p's, and column k + 1 is unit_stride() bytes after column k. One pointer walks all R panels
-  // (fewer address registers and increments in the loop than R separate pointers).
+  // A unit is one column (packed_matrix.h): vector v's panels' column k is off[v] bytes after
+  // panel p's, and column k + 1 is unit_stride() bytes after column k. One pointer walks all R
+  // panels (fewer address registers and increments in the loop than R separate pointers).
   const PackedMatrix& W = *j.w;
   const uint8_t* w = W.codes(p);
   const size_t stride = W.unit_stride();
-  size_t off[R];
+  size_t off[NV];
   KVASIR_UNROLL
-  for (int r = 0; r < R; ++r) off[r] = static_cast<size_t>(W.codes(p + r) - w);
-  __m256 acc[R][T];
-  ZeroAcc(acc);
+  for (int v = 0; v < NV; ++v) off[v] = static_cast<size_t>(W.codes(p + v * VT::kPanels) - w);
+  V acc[NV][T];
+  KVASIR_UNROLL
+  for (int v = 0; v < NV; ++v)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[v][i] = VT::Zero();
   const float* const x_end = x + cols * T;
   for (; x != x_end; x += T, w += stride) {
     KVASIR_UNROLL
-    for (int r = 0; r < R; r += static_cast<int>(kGroupPanels)) {  // one stream per group
-      PrefetchAhead(w + off[r], static_cast<int64_t>(stride));
+    for (int v = 0; v < NV; v += static_cast<int>(kGroupPanels) / VT::kPanels) {  // per group
+      PrefetchAhead(w + off[v], static_cast<int64_t>(stride));
     }
-    __m256 wv[R];
+    V wv[NV];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) wv[r] = L::Load(w + off[r]);
+    for (int v = 0; v < NV; ++v) wv[v] = VT::template Load<WT>(w + off[v]);
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i);
+      const V xb = VT::Bcast(x + i);
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) acc[r][i] = _mm256_fmadd_ps(wv[r], xb, acc[r][i]);
+      for (int v = 0; v < NV; ++v) acc[v][i] = VT::Fma(wv[v], xb, acc[v][i]);
     }
   }
-  StoreAcc(acc, j, p, t);
+  KVASIR_UNROLL
+  for (int v = 0; v < NV; ++v)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) VT::Put(acc[v][i], j, p + v * VT::kPanels, t + i);
 }
-
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// 512-bit float tiles (AVX-512 targets, three or more tokens): one zmm register holds the same
-// column of two adjacent panels of a group (16 consecutive elements of the group's column unit,
-// packed_matrix.h), so one broadcast and one FMA serve 16 rows. Each lane still computes
-// acc = fma(w, x, acc) over k in order: the bits are TileF's. On the Zen 5 VM (family 26) a zmm
-// FMA issues at the ymm rate (6.6 against 6.7 G/s per core: twice the FLOPs), llama.cpp's 512-bit
-// F16 GEMM ran pp512 at 1.5x ours with ymm tiles, and these tiles took the hot 2048x2048 x 128
-// GEMM from 200 to 352 GFLOPS (F16; F32 194 -> 344). Zen 4 splits a zmm FMA in two halves, so
-// there it trades half the instructions for the same FLOPs. With a runtime fallback to TileF in
-// the same function GCC spilled the zmm accumulators (141 GFLOPS): the caller guarantees p even
-// (matmul_kernels.h) instead.
-template <DType WT>
-struct FloatLoad512;
-template <>
-struct FloatLoad512<DType::F32> {
-  static HWY_INLINE __m512 Load(const uint8_t* p) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
-  }
-};
-template <>
-struct FloatLoad512<DType::F16> {
-  static HWY_INLINE __m512 Load(const uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-};
-template <>
-struct FloatLoad512<DType::BF16> {
-  static HWY_INLINE __m512 Load(const uint8_t* p) {
-    const __m512i h =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-  }
-};
-
-// Panels p .. p+R-1 (R even, p even: each pair lies side by side in one group), tokens t ..
-// t+T-1, all columns.
-template <DType WT, int R, int T>
-HWY_INLINE void TileF512(const Job& j, int64_t p, int64_t t) {
-  static_assert(R % 2 == 0);
-  constexpr int R2 = R / 2;
-  using L = FloatLoad512<WT>;
-  const int64_t cols = j.w->cols();
-  const float* x = j.x->f32_tiles() + t * cols;
-  const PackedMatrix& W = *j.w;
-  const uint8_t* w = W.codes(p);
-  const size_t stride = W.unit_stride();
-  size_t off[R2];
-  KVASIR_UNROLL
-  for (int r = 0; r < R2; ++r) off[r] = static_cast<size_t>(W.codes(p + 2 * r) - w);
-  __m512 acc[R2][T];
-  KVASIR_UNROLL
-  for (int r = 0; r < R2; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) acc[r][i] = _mm512_setzero_ps();
-  const float* const x_end = x + cols * T;
-  for (; x != x_end; x += T, w += stride) {
-    KVASIR_UNROLL
-    for (int r = 0; r < R2; r += static_cast<int>(kGroupPanels) / 2) {  // one stream per group
-      PrefetchAhead(w + off[r], static_cast<int64_t>(stride));
-    }
-    __m512 wv[R2];
-    KVASIR_UNROLL
-    for (int r = 0; r < R2; ++r) wv[r] = L::Load(w + off[r]);
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) {
-      const __m512 xb = _mm512_set1_ps(x[i]);
-      KVASIR_UNROLL
-      for (int r = 0; r < R2; ++r) acc[r][i] = _mm512_fmadd_ps(wv[r], xb, acc[r][i]);
-    }
-  }
-  KVASIR_UNROLL
-  for (int r = 0; r < R2; ++r)
-    KVASIR_UNROLL
-    for (int i = 0; i < T; ++i) {
-      Store(_mm512_castps512_ps256(acc[r][i]), j, p + 2 * r, t + i);
-      Store(_mm512_extractf32x8_ps(acc[r][i], 1), j, p + 2 * r + 1, t + i);
-    }
-}
-constexpr bool kFloat512 = true;
-#else
-constexpr bool kFloat512 = false;
-#endif
 
 template <DType WT>
 struct FloatKernel {
@@ -327,26 +286,21 @@ struct FloatKernel {
   // only right when the kernel's tiles are the activations' tiles.
   static constexpr int kMaxT = static_cast<int>(kFloatTokenTile);
   // Panels per tile for T tokens: at least 8 independent accumulators (FMA latency x 2 ports),
-  // at most 12 (16 registers: accumulators + R weight vectors + one broadcast). With 512-bit
-  // tiles (3 to 6 tokens, two panels a register): 4 panels, one group, 6 to 12 accumulators.
-  // A GEMM chunk is 4 panels or a multiple (matmul.cc), so wider tiles would leave whole chunks
-  // to 1-panel tiles; 8 panels measured slower for that reason.
+  // at most 12 (16 registers: accumulators + R weight vectors + one broadcast). Zmm tiles (3 to
+  // 6 tokens): 4 panels, one group, 6 to 12 accumulators. A GEMM chunk is 4 panels or a multiple
+  // (matmul.cc), so wider tiles would leave whole chunks to 1-panel tiles (8 panels measured
+  // slower for that reason).
   static constexpr int Rows(int T) {
     if (kFloat512 && T >= 3) return 4;
     return T == 1 ? 8 : T == 2 ? 4 : 2;
   }
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-    // p is even here: chunks start on a group (matmul.cc) and tiles of even R follow each other.
-    if constexpr (T >= 3 && R % 2 == 0) {
-      TileF512<WT, R, T>(j, p, t);
-    } else {
-      TileF<WT, R, T>(j, p, t);
-    }
-#else
-    TileF<WT, R, T>(j, p, t);
-#endif
+    // p is even for an even R: chunks start on a group (matmul_kernels.h) and such tiles follow
+    // each other from there. No runtime check: with a fallback to Ymm in the same function GCC
+    // spilled the zmm accumulators (141 against 352 GFLOPS).
+    using VT = std::conditional_t<kFloat512 && T >= 3 && R % 2 == 0, WideVec, Ymm>;
+    TileF<VT, WT, R, T>(j, p, t);
   }
 };
 
