@@ -192,6 +192,8 @@ struct Ymm {
   static HWY_INLINE V Zero() { return _mm256_setzero_ps(); }
   static HWY_INLINE V Bcast(const float* x) { return _mm256_broadcast_ss(x); }
   static HWY_INLINE V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static HWY_INLINE V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static HWY_INLINE V Splat(float x) { return _mm256_set1_ps(x); }
   template <DType WT>
   static HWY_INLINE V Load(const uint8_t* p) {
     if constexpr (WT == DType::F32) {
@@ -211,6 +213,8 @@ struct Zmm {
   static HWY_INLINE V Zero() { return _mm512_setzero_ps(); }
   static HWY_INLINE V Bcast(const float* x) { return _mm512_set1_ps(*x); }
   static HWY_INLINE V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static HWY_INLINE V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static HWY_INLINE V Splat(float x) { return _mm512_set1_ps(x); }
   template <DType WT>
   static HWY_INLINE V Load(const uint8_t* p) {
     if constexpr (WT == DType::F32) {
@@ -367,91 +371,188 @@ HWY_INLINE __m256i Bcast4(const int8_t* p) {
 
 // Products of signed weight bytes w (Q8_0 codes, IQ4 levels) and signed activation codes, exact
 // in int32. On VNNI, vpdpbusd multiplies unsigned by signed bytes: the weights are held as
-// w + 128 (w xor 0x80: SignedCodes / SignedTable), and 128 * (the block's activation code sum)
+// w + 128 (w xor 0x80: IYmm::Signed, IZmm::Signed), and 128 * (the block's activation code sum)
 // comes off at the end (SignedDotsEnd; |sum| <= 32 * 255 * 128 < 2^21). Elsewhere maddubs takes
 // |w| and sign(y, w) (the sign trick). Both give the same integers.
 #if HWY_TARGET == HWY_AVX3_DL
-HWY_INLINE __m256i SignedCodes(__m256i w) {
-  return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
-}
+constexpr bool kSignedOffset = true;
 #else
-HWY_INLINE __m256i SignedCodes(__m256i w) {
-  return w;
-}
+constexpr bool kSignedOffset = false;
 #endif
-// A lookup table of signed levels, in the form SignedCodes gives.
-HWY_INLINE __m256i SignedTable(__m256i levels) {
-  return SignedCodes(levels);
-}
-// isum[r][i] += the products of w (from SignedCodes) with token i's broadcast activations yb[i].
-template <int R, int T>
-HWY_INLINE void SignedDots(__m256i w, const __m256i (&yb)[T], int r, __m256i (&isum)[R][T]) {
-#if HWY_TARGET == HWY_AVX3_DL
-  KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) isum[r][i] = Dpbusd(isum[r][i], w, yb[i]);
-#else
-  const __m256i wa = _mm256_sign_epi8(w, w);
-  KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) isum[r][i] = DotAcc32(isum[r][i], wa, _mm256_sign_epi8(yb[i], w));
-#endif
-}
-template <int R, int T>
-HWY_INLINE void SignedDotsEnd([[maybe_unused]] const int32_t* xsum, [[maybe_unused]] int64_t nb,
-                              [[maybe_unused]] int64_t b, [[maybe_unused]] __m256i (&isum)[R][T]) {
-#if HWY_TARGET == HWY_AVX3_DL
-  KVASIR_UNROLL
-  for (int i = 0; i < T; ++i) {
-    const __m256i off = _mm256_set1_epi32(128 * xsum[i * nb + b]);
-    KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
-  }
-#endif
-}
 
 // acc = fma(d_w * d_x, (float)isum, acc) for the 8 lanes.
 HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc) {
   return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(isum), acc);
 }
 
-// Exact integer dot products of one 32-column block, for R panels x T tokens: codes[r] points at
-// panel p + r's codes of block b, and isum[r][i] holds its 8 rows against token t + i. Codes are
+// The integer vectors of a quantized tile, as Ymm and Zmm are a float tile's: IYmm holds one
+// panel's 8 rows (8 int32 sums, or the 32 code bytes of a group of columns), IZmm (AVX3_DL) two
+// adjacent panels of a group, panel p's in the low 256 bits and panel p + 1's in the high ones.
+// `next` is the distance in bytes from panel p's codes (or meta) to panel p + 1's: in the
+// 32-column formats the two panels' code parts (and meta parts) lie side by side in a unit
+// (packed_matrix.h), so an IZmm load is two aligned 256-bit loads. Every lane computes the same
+// exact integer sums and the same float operations with either, so both give the same bits.
+// Why IZmm: on the Zen 5 VM a zmm vpdpbusd issues at the ymm rate (6.67 against 6.69 G/s per
+// core, 16 independent chains), so a tile of 2-panel vectors does twice the work per instruction.
+struct IYmm {
+  using V = __m256i;
+  using F = Ymm;  // the float vectors of the same lanes
+  static constexpr int kPanels = 1;
+  static HWY_INLINE V Zero() { return _mm256_setzero_si256(); }
+  static HWY_INLINE V Bytes(char c) { return _mm256_set1_epi8(c); }
+  static HWY_INLINE V Ints(int32_t c) { return _mm256_set1_epi32(c); }
+  static HWY_INLINE V And(V a, V b) { return _mm256_and_si256(a, b); }
+  static HWY_INLINE V Or(V a, V b) { return _mm256_or_si256(a, b); }
+  static HWY_INLINE V Shr16(V a, int n) { return _mm256_srli_epi16(a, n); }
+  static HWY_INLINE V Shl16(V a, int n) { return _mm256_slli_epi16(a, n); }
+  static HWY_INLINE V Sub32(V a, V b) { return _mm256_sub_epi32(a, b); }
+  static HWY_INLINE V Add32(V a, V b) { return _mm256_add_epi32(a, b); }
+  static HWY_INLINE V Load(const uint8_t* p, ptrdiff_t /*next*/) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static HWY_INLINE V Broadcast4(const int8_t* p) { return Bcast4(p); }
+  // DotAcc, DotWiden, DotAdd (above).
+  static HWY_INLINE V Dot(V acc, V u, V s) { return DotAcc(acc, u, s); }
+  static HWY_INLINE V Widen(V a) { return DotWiden(a); }
+  static HWY_INLINE V Sum(V a, V b) { return DotAdd(a, b); }
+  // The 16 signed levels at p in every 128-bit lane, and their lookup by the codes (0..15) idx.
+  static HWY_INLINE V Table(const int8_t* p) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static HWY_INLINE V Lookup(V table, V idx) { return _mm256_shuffle_epi8(table, idx); }
+  // Signed weight bytes in the form SignedDot takes (w + 128 on VNNI, w elsewhere), and
+  // acc (int32) += their products with the signed activation codes y.
+  static HWY_INLINE V Signed(V w) {
+    if constexpr (kSignedOffset) return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return w;
+  }
+  static HWY_INLINE V SignedDot(V acc, V w, V y) {
+#if HWY_TARGET == HWY_AVX3_DL
+    return Dpbusd(acc, w, y);
+#else
+    return DotAcc32(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+#endif
+  }
+  // The 8 fp16 values at p (one panel's block scales) as floats.
+  static HWY_INLINE F::V Halves(const uint8_t* p, ptrdiff_t /*next*/) {
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static HWY_INLINE F::V ToFloat(V a) { return _mm256_cvtepi32_ps(a); }
+};
+#if HWY_TARGET == HWY_AVX3_DL
+struct IZmm {
+  using V = __m512i;
+  using F = Zmm;
+  static constexpr int kPanels = 2;
+  static HWY_INLINE V Zero() { return _mm512_setzero_si512(); }
+  static HWY_INLINE V Bytes(char c) { return _mm512_set1_epi8(c); }
+  static HWY_INLINE V Ints(int32_t c) { return _mm512_set1_epi32(c); }
+  static HWY_INLINE V And(V a, V b) { return _mm512_and_si512(a, b); }
+  static HWY_INLINE V Or(V a, V b) { return _mm512_or_si512(a, b); }
+  static HWY_INLINE V Shr16(V a, int n) { return _mm512_srli_epi16(a, static_cast<unsigned>(n)); }
+  static HWY_INLINE V Shl16(V a, int n) { return _mm512_slli_epi16(a, static_cast<unsigned>(n)); }
+  static HWY_INLINE V Sub32(V a, V b) { return _mm512_sub_epi32(a, b); }
+  static HWY_INLINE V Add32(V a, V b) { return _mm512_add_epi32(a, b); }
+  static HWY_INLINE V Load(const uint8_t* p, ptrdiff_t next) {
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(p))),
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(p + next)), 1);
+  }
+  static HWY_INLINE V Broadcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+  }
+  // vpdpbusd by asm, as Dpbusd (Highway's AVX3_DL target string does not enable the intrinsic).
+  static HWY_INLINE V Dot(V acc, V u, V s) {
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+    return acc;
+  }
+  static HWY_INLINE V Widen(V a) { return a; }
+  static HWY_INLINE V Sum(V a, V b) { return _mm512_add_epi32(a, b); }
+  static HWY_INLINE V Table(const int8_t* p) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static HWY_INLINE V Lookup(V table, V idx) { return _mm512_shuffle_epi8(table, idx); }
+  static HWY_INLINE V Signed(V w) {
+    return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static HWY_INLINE V SignedDot(V acc, V w, V y) { return Dot(acc, w, y); }
+  static HWY_INLINE F::V Halves(const uint8_t* p, ptrdiff_t next) {
+    const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(p + next));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+  static HWY_INLINE F::V ToFloat(V a) { return _mm512_cvtepi32_ps(a); }
+};
+using IntWideVec = IZmm;
+constexpr bool kInt512 = true;
+#else
+using IntWideVec = IYmm;
+constexpr bool kInt512 = false;
+#endif
+
+// isum[r][i] += the products of w (from IV::Signed) with token i's broadcast activations yb[i].
+template <class IV, int R, int T>
+HWY_INLINE void SignedDots(typename IV::V w, const typename IV::V (&yb)[T], int r,
+                           typename IV::V (&isum)[R][T]) {
+  KVASIR_UNROLL
+  for (int i = 0; i < T; ++i) isum[r][i] = IV::SignedDot(isum[r][i], w, yb[i]);
+}
+template <class IV, int R, int T>
+HWY_INLINE void SignedDotsEnd([[maybe_unused]] const int32_t* xsum, [[maybe_unused]] int64_t nb,
+                              [[maybe_unused]] int64_t b,
+                              [[maybe_unused]] typename IV::V (&isum)[R][T]) {
+  if constexpr (kSignedOffset) {
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) {
+      const typename IV::V off = IV::Ints(128 * xsum[i * nb + b]);
+      KVASIR_UNROLL
+      for (int r = 0; r < R; ++r) isum[r][i] = IV::Sub32(isum[r][i], off);
+    }
+  }
+}
+
+// Exact integer dot products of one 32-column block, for R vectors of IV::kPanels panels x T
+// tokens: codes[r] points at vector r's (first) panel's codes of block b, the next panel's being
+// `next` bytes further (IV::Load), and isum[r][i] holds its rows against token t + i. Codes are
 // n - kOffset (Q4_0: 8; Q4_K: 0, its mins are applied by the caller).
 template <int kOffset>
 struct U4Dots {
   static constexpr size_t kCodeBytes = 128;
-  template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
-                               const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
-    const __m256i mask = _mm256_set1_epi8(0x0f);
+  template <class IV, int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, ptrdiff_t next, const BlockQ8_0* xq,
+                               const int32_t* xsum, int64_t nb, int64_t b,
+                               typename IV::V (&isum)[R][T]) {
+    using V = typename IV::V;
+    const V mask = IV::Bytes(0x0f);
     // kDotChains independent sums (one per half of the block where 32 vector registers allow),
     // added at the end: two 4-long vpdpbusd chains instead of one 8-long one.
     constexpr int kChains = R * T >= 8 ? 1 : kDotChains;
-    __m256i s16[kChains][R][T];
+    V s16[kChains][R][T];
     KVASIR_UNROLL
     for (int c = 0; c < kChains; ++c)
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) s16[c][r][i] = _mm256_setzero_si256();
+        for (int i = 0; i < T; ++i) s16[c][r][i] = IV::Zero();
     // Per group: the T activation broadcasts first, then each panel's codes are loaded (L1 after
     // the first half), unpacked and used for all T tokens: R*T + R*T + T + 3 live registers.
     KVASIR_UNROLL
     for (int v = 0; v < 4; ++v) {
       KVASIR_UNROLL
       for (int half = 0; half < 2; ++half) {
-        __m256i yb[T];
+        V yb[T];
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        for (int i = 0; i < T; ++i) yb[i] = IV::Broadcast4(xq[i * nb + b].qs + half * 16 + v * 4);
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
-          const __m256i raw = _mm256_load_si256(
-              reinterpret_cast<const __m256i*>(codes[r] + v * 32));
-          const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
-                                      : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+          const V raw = IV::Load(codes[r] + v * 32, next);
+          const V n = half == 0 ? IV::And(raw, mask) : IV::And(IV::Shr16(raw, 4), mask);
           KVASIR_UNROLL
           for (int i = 0; i < T; ++i) {
-            __m256i& acc = s16[half % kChains][r][i];
-            acc = DotAcc(acc, n, yb[i]);
+            V& acc = s16[half % kChains][r][i];
+            acc = IV::Dot(acc, n, yb[i]);
           }
         }
       }
@@ -460,17 +561,17 @@ struct U4Dots {
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) s16[0][r][i] = DotAdd(s16[0][r][i], s16[1][r][i]);
+        for (int i = 0; i < T; ++i) s16[0][r][i] = IV::Sum(s16[0][r][i], s16[1][r][i]);
     }
     KVASIR_UNROLL
     for (int i = 0; i < T; ++i) {
       if constexpr (kOffset != 0) {
-        const __m256i off = _mm256_set1_epi32(kOffset * xsum[i * nb + b]);
+        const V off = IV::Ints(kOffset * xsum[i * nb + b]);
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(DotWiden(s16[0][r][i]), off);
+        for (int r = 0; r < R; ++r) isum[r][i] = IV::Sub32(IV::Widen(s16[0][r][i]), off);
       } else {
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) isum[r][i] = DotWiden(s16[0][r][i]);
+        for (int r = 0; r < R; ++r) isum[r][i] = IV::Widen(s16[0][r][i]);
       }
     }
   }
@@ -483,95 +584,93 @@ using Q4Dots = U4Dots<8>;
 template <int kOffset>
 struct U5Dots {
   static constexpr int64_t kCodeBytes = 160;
-  template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
+  template <class IV, int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, ptrdiff_t next, const BlockQ8_0* xq,
                                const int32_t* xsum, int64_t nb, int64_t b,
-                               __m256i (&isum)[R][T]) {
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    const __m256i bit4 = _mm256_set1_epi8(0x10);
+                               typename IV::V (&isum)[R][T]) {
+    using V = typename IV::V;
+    const V mask = IV::Bytes(0x0f);
+    const V bit4 = IV::Bytes(0x10);
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+      for (int i = 0; i < T; ++i) isum[r][i] = IV::Zero();
     KVASIR_UNROLL
     for (int half = 0; half < 2; ++half) {
-      __m256i s16[R][T];
+      V s16[R][T];
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) s16[r][i] = _mm256_setzero_si256();
+        for (int i = 0; i < T; ++i) s16[r][i] = IV::Zero();
       KVASIR_UNROLL
       for (int v = 0; v < 4; ++v) {
-        __m256i yb[T];
+        V yb[T];
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        for (int i = 0; i < T; ++i) yb[i] = IV::Broadcast4(xq[i * nb + b].qs + half * 16 + v * 4);
         const int bit = 2 * v + half;  // where this code's fifth bit sits
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
           const uint8_t* c = codes[r];
-          const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + v * 32));
-          const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(c + 128));
-          const __m256i top = bit < 4   ? _mm256_slli_epi16(hb, bit < 4 ? 4 - bit : 0)
-                              : bit > 4 ? _mm256_srli_epi16(hb, bit > 4 ? bit - 4 : 0)
-                                        : hb;
-          const __m256i low = half == 0 ? _mm256_and_si256(raw, mask)
-                                        : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-          const __m256i n = _mm256_or_si256(low, _mm256_and_si256(top, bit4));
+          const V raw = IV::Load(c + v * 32, next);
+          const V hb = IV::Load(c + 128, next);
+          const V top = bit < 4   ? IV::Shl16(hb, bit < 4 ? 4 - bit : 0)
+                        : bit > 4 ? IV::Shr16(hb, bit > 4 ? bit - 4 : 0)
+                                  : hb;
+          const V low = half == 0 ? IV::And(raw, mask) : IV::And(IV::Shr16(raw, 4), mask);
+          const V n = IV::Or(low, IV::And(top, bit4));
           KVASIR_UNROLL
-          for (int i = 0; i < T; ++i)
-            s16[r][i] = DotAcc(s16[r][i], n, yb[i]);
+          for (int i = 0; i < T; ++i) s16[r][i] = IV::Dot(s16[r][i], n, yb[i]);
         }
       }
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r)
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) isum[r][i] = _mm256_add_epi32(isum[r][i], DotWiden(s16[r][i]));
+        for (int i = 0; i < T; ++i) isum[r][i] = IV::Add32(isum[r][i], IV::Widen(s16[r][i]));
     }
     if constexpr (kOffset != 0) {
       KVASIR_UNROLL
       for (int i = 0; i < T; ++i) {
-        const __m256i off = _mm256_set1_epi32(kOffset * xsum[i * nb + b]);
+        const V off = IV::Ints(kOffset * xsum[i * nb + b]);
         KVASIR_UNROLL
-        for (int r = 0; r < R; ++r) isum[r][i] = _mm256_sub_epi32(isum[r][i], off);
+        for (int r = 0; r < R; ++r) isum[r][i] = IV::Sub32(isum[r][i], off);
       }
     }
   }
 };
 
-// IQ4_NL's and IQ4_XS's codes index kIQ4NLValues (vpshufb looks the nibbles up in both 128-bit
-// lanes); the signed levels times the signed activation codes go through maddubs as |w| times
+// IQ4_NL's and IQ4_XS's codes index kIQ4NLValues (vpshufb looks the nibbles up in each 128-bit
+// lane); the signed levels times the signed activation codes go through maddubs as |w| times
 // sign(y, w) (no level is 0). Pair sums reach 2 * 127 * 127 = 32258, so each group is widened
 // to int32 (madd) before the groups are added.
 struct IQ4Dots {
   static constexpr size_t kCodeBytes = 128;
-  template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
-                               const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    const __m256i table = SignedTable(_mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))));
+  template <class IV, int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, ptrdiff_t next, const BlockQ8_0* xq,
+                               const int32_t* xsum, int64_t nb, int64_t b,
+                               typename IV::V (&isum)[R][T]) {
+    using V = typename IV::V;
+    const V mask = IV::Bytes(0x0f);
+    const V table = IV::Signed(IV::Table(kIQ4NLValues));
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+      for (int i = 0; i < T; ++i) isum[r][i] = IV::Zero();
     KVASIR_UNROLL
     for (int v = 0; v < 4; ++v) {
       KVASIR_UNROLL
       for (int half = 0; half < 2; ++half) {
-        __m256i yb[T];
+        V yb[T];
         KVASIR_UNROLL
-        for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + half * 16 + v * 4);
+        for (int i = 0; i < T; ++i) yb[i] = IV::Broadcast4(xq[i * nb + b].qs + half * 16 + v * 4);
         KVASIR_UNROLL
         for (int r = 0; r < R; ++r) {
-          const __m256i raw = _mm256_load_si256(
-              reinterpret_cast<const __m256i*>(codes[r] + v * 32));
-          const __m256i n = half == 0 ? _mm256_and_si256(raw, mask)
-                                      : _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-          SignedDots<R, T>(_mm256_shuffle_epi8(table, n), yb, r, isum);
+          const V raw = IV::Load(codes[r] + v * 32, next);
+          const V n = half == 0 ? IV::And(raw, mask) : IV::And(IV::Shr16(raw, 4), mask);
+          SignedDots<IV, R, T>(IV::Lookup(table, n), yb, r, isum);
         }
       }
     }
-    SignedDotsEnd<R, T>(xsum, nb, b, isum);
+    SignedDotsEnd<IV, R, T>(xsum, nb, b, isum);
   }
 };
 
@@ -627,72 +726,91 @@ struct CrumbDots {
 
 struct Q8Dots {
   static constexpr size_t kCodeBytes = 256;
-  template <int R, int T>
-  static HWY_INLINE void Block(const uint8_t* const* codes, const BlockQ8_0* xq,
-                               const int32_t* xsum, int64_t nb, int64_t b, __m256i (&isum)[R][T]) {
+  template <class IV, int R, int T>
+  static HWY_INLINE void Block(const uint8_t* const* codes, ptrdiff_t next, const BlockQ8_0* xq,
+                               const int32_t* xsum, int64_t nb, int64_t b,
+                               typename IV::V (&isum)[R][T]) {
+    using V = typename IV::V;
     KVASIR_UNROLL
     for (int r = 0; r < R; ++r)
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) isum[r][i] = _mm256_setzero_si256();
+      for (int i = 0; i < T; ++i) isum[r][i] = IV::Zero();
     KVASIR_UNROLL
     for (int g = 0; g < 8; ++g) {
-      __m256i yb[T];
+      V yb[T];
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) yb[i] = Bcast4(xq[i * nb + b].qs + g * 4);
+      for (int i = 0; i < T; ++i) yb[i] = IV::Broadcast4(xq[i * nb + b].qs + g * 4);
       KVASIR_UNROLL
-      for (int r = 0; r < R; ++r) {
-        SignedDots<R, T>(
-            SignedCodes(_mm256_load_si256(reinterpret_cast<const __m256i*>(codes[r] + g * 32))),
-            yb, r, isum);
-      }
+      for (int r = 0; r < R; ++r)
+        SignedDots<IV, R, T>(IV::Signed(IV::Load(codes[r] + g * 32, next)), yb, r, isum);
     }
-    SignedDotsEnd<R, T>(xsum, nb, b, isum);
+    SignedDotsEnd<IV, R, T>(xsum, nb, b, isum);
   }
 };
 
-// Panels p .. p+R-1, tokens t .. t+T-1: per block, the exact integer dots, then
+// Panels p .. p+R-1, tokens t .. t+T-1, in vectors of IV::kPanels panels (IZmm: R and p even, so
+// that each pair lies side by side in one group): per block, the exact integer dots, then
 // acc = fma(d_w * d_x, (float)isum, acc).
 // Q4_1 and Q5_1 (kMin): then acc = fma(m_w * d_x, (float)xsum, acc) after each block's term;
 // their scales area holds per block the 8 rows' d, then their m.
-template <class Dots, bool kMin, int R, int T>
+template <class IV, class Dots, bool kMin, int R, int T>
 HWY_INLINE void TileQ(const Job& j, int64_t p, int64_t t) {
+  static_assert(R % IV::kPanels == 0);
+  constexpr int NV = R / IV::kPanels;
+  using F = typename IV::F;
+  using FV = typename F::V;
+  using V = typename IV::V;
   const PackedMatrix& W = *j.w;
   const int64_t nb = W.cols() / kQK8_0;
   const BlockQ8_0* xq = j.x->q8() + t * nb;
   const float* xs = j.x->q8_scales() + t * nb;
   const int32_t* xsum = j.x->q8_sums() + t * nb;
-  const uint8_t* codes[R];
-  const uint8_t* scales[R];
-  PanelPointers(W, p, codes, scales);
+  const uint8_t* codes[NV];
+  const uint8_t* scales[NV];
+  KVASIR_UNROLL
+  for (int v = 0; v < NV; ++v) {
+    codes[v] = W.codes(p + v * IV::kPanels);
+    scales[v] = W.meta(p + v * IV::kPanels);
+  }
+  // From a vector's first panel to its second (IZmm): constant within a group.
+  const ptrdiff_t cnext = IV::kPanels > 1 ? W.codes(p + 1) - W.codes(p) : 0;
+  const ptrdiff_t snext = IV::kPanels > 1 ? W.meta(p + 1) - W.meta(p) : 0;
   const auto stride = static_cast<int64_t>(W.unit_stride());  // one unit = one block
-  __m256 acc[R][T];
-  ZeroAcc(acc);
+  FV acc[NV][T];
+  KVASIR_UNROLL
+  for (int v = 0; v < NV; ++v)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) acc[v][i] = F::Zero();
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i isum[R][T];
-    const uint8_t* cp[R];
+    V isum[NV][T];
+    const uint8_t* cp[NV];
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) cp[r] = codes[r] + b * stride;
+    for (int v = 0; v < NV; ++v) cp[v] = codes[v] + b * stride;
     PrefetchAhead(cp[0], stride);  // the group's unit (R panels of one group: one stream)
-    Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
+    Dots::template Block<IV, NV, T>(cp, cnext, xq, xsum, nb, b, isum);
     KVASIR_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* sc = scales[r] + b * stride;
-      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    for (int v = 0; v < NV; ++v) {
+      const uint8_t* sc = scales[v] + b * stride;
+      const FV dw = IV::Halves(sc, snext);
       KVASIR_UNROLL
-      for (int i = 0; i < T; ++i) acc[r][i] = BlockFma(dw, xs + i * nb + b, isum[r][i], acc[r][i]);
+      for (int i = 0; i < T; ++i) {
+        acc[v][i] =
+            F::Fma(F::Mul(dw, F::Bcast(xs + i * nb + b)), IV::ToFloat(isum[v][i]), acc[v][i]);
+      }
       if constexpr (kMin) {
-        const __m256 mw =
-            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+        const FV mw = IV::Halves(sc + 16, snext);
         KVASIR_UNROLL
         for (int i = 0; i < T; ++i) {
-          acc[r][i] =
-              _mm256_fmadd_ps(_mm256_mul_ps(mw, _mm256_broadcast_ss(xs + i * nb + b)),
-                              _mm256_set1_ps(static_cast<float>(xsum[i * nb + b])), acc[r][i]);
+          acc[v][i] = F::Fma(F::Mul(mw, F::Bcast(xs + i * nb + b)),
+                             F::Splat(static_cast<float>(xsum[i * nb + b])), acc[v][i]);
         }
       }
     }
   }
-  StoreAcc(acc, j, p, t);
+  KVASIR_UNROLL
+  for (int v = 0; v < NV; ++v)
+    KVASIR_UNROLL
+    for (int i = 0; i < T; ++i) F::Put(acc[v][i], j, p + v * IV::kPanels, t + i);
 }
 
 template <class Dots, bool kMin = false>
@@ -703,14 +821,18 @@ struct QuantKernel {
   // registers (AVX-512) a GEMM tile of 2 panels x 4 tokens shares each broadcast between 2
   // panels and each unpacked code vector between 4 tokens, and 2 tokens take a whole group of 4
   // panels (one dense stream instead of two passes over half of each unit: 2048x5632 Q4_0 from
-  // DRAM, 2 tokens, 183-224 -> 160-175 us).
+  // DRAM, 2 tokens, 183-224 -> 160-175 us). With IZmm vectors (AVX3_DL) a tile is 4 panels (one
+  // group, 2 vectors), which keeps those register counts with twice the rows per instruction.
   static constexpr int Rows(int T) {
+    if (kInt512) return 4;
     return T == 1 ? 4 : T == 2 ? (kWideRegs ? 4 : 2) : kWideRegs ? 2 : 1;
   }
   static constexpr int kOneTileT = kOneTileTokens;
   template <int R, int T>
   static HWY_INLINE void Tile(const Job& j, int64_t p, int64_t t) {
-    TileQ<Dots, kMin, R, T>(j, p, t);
+    // p is even for an even R (chunks start on a group); see FloatKernel::Tile.
+    using IV = std::conditional_t<kInt512 && R % 2 == 0, IntWideVec, IYmm>;
+    TileQ<IV, Dots, kMin, R, T>(j, p, t);
   }
 };
 
@@ -754,9 +876,9 @@ HWY_INLINE void TileQ4K(const Job& j, int64_t p, int64_t t) {
         PrefetchAhead(cp[r], sb / 8);  // each panel is its own stream
       }
       if constexpr (kQ5) {
-        U5Dots<0>::template Block<R, T>(cp, xq, xsum, nb, b, isum);
+        U5Dots<0>::template Block<IYmm, R, T>(cp, 0, xq, xsum, nb, b, isum);
       } else {
-        U4Dots<0>::template Block<R, T>(cp, xq, xsum, nb, b, isum);
+        U4Dots<0>::template Block<IYmm, R, T>(cp, 0, xq, xsum, nb, b, isum);
       }
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
@@ -939,7 +1061,7 @@ HWY_INLINE void TileIQ4XS(const Job& j, int64_t p, int64_t t) {
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) cp[r] = codes[r] + s * stride + sub * bstride;
       PrefetchAhead(cp[0], stride / 8);
-      IQ4Dots::template Block<R, T>(cp, xq, xsum, nb, b, isum);
+      IQ4Dots::template Block<IYmm, R, T>(cp, 0, xq, xsum, nb, b, isum);
       KVASIR_UNROLL
       for (int r = 0; r < R; ++r) {
         const uint8_t* m = meta[r] + s * stride;
