@@ -259,6 +259,34 @@ TEST(Attention, EverySimdTargetMatchesReference) {
   });
 }
 
+TEST(Attention, Avx3GivesAvx2sBits) {
+  // The AVX3 target holds two 8-lane vectors in one zmm (the scores of keys j and j + 4, output
+  // chunks c and c + 1); every lane performs AVX2's operations in AVX2's order, so the outputs
+  // are the same bits: prefill (the f32 tile shared by rows) and decode (f16/f32 read in place),
+  // every KV dtype, head sizes of 1, 4.5, 8 and 16 chunks.
+  const int64_t have = hwy::SupportedTargets();
+  if ((have & HWY_AVX3) == 0 || (have & HWY_AVX2) == 0) {
+    GTEST_SKIP() << "no AVX-512 here: the AVX3 attention paths are compiled but not run";
+  }
+  ThreadPool pool(2);
+  for (KVCacheType t : {kF16, kF32, kInt8, kE4M3, kInt4}) {
+    for (int dim : {8, 36, 64, 128}) {
+      World w(8, 2, dim, t, {1, 17, 70}, 50 + dim);
+      for (bool decode : {false, true}) {
+        const auto tokens = decode ? decode_tokens(w) : prefill_tokens(w);
+        Batch a(w, tokens), b(w, tokens);
+        hwy::SetSupportedTargetsForTest(HWY_AVX3);
+        attention(w.layer, a.args, pool);
+        hwy::SetSupportedTargetsForTest(HWY_AVX2);
+        attention(w.layer, b.args, pool);
+        hwy::SetSupportedTargetsForTest(0);
+        EXPECT_EQ(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4), 0)
+            << t.name() << " dim " << dim << (decode ? " decode" : " prefill");
+      }
+    }
+  }
+}
+
 TEST(Attention, QuantizedValuesReadBackExactlyAsTheReferenceDequantizer) {
   // Position 0 sees key 0 alone: out = 1 * V_0 / 1, so the kernel's output is its dequantized V
   // row itself, which must be kv_dequantize_row's bit for bit (the SIMD readers are exact

@@ -24,6 +24,8 @@
 // KV blocks, and a block's masked keys contribute exactly nothing (-inf to a max, +0 to a sum).
 // Reading K/V in place or from the converted tile gives the same values (the conversion is exact).
 // Threads take work items from an atomic counter; which thread runs an item does not matter.
+// On AVX3 the scores of keys j and j + 4 (and output chunks c, c + 1) share one zmm, each half
+// doing the 8-lane operations above: the same bits as AVX2 (test Attention.Avx3GivesAvx2sBits).
 #include "kvasir/kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -311,9 +313,49 @@ HWY_INLINE const E* Row(const void* base, size_t stride, int j) {
 
 // s[j] = dot(q, K_j) for the 8 keys j0 .. j0+7: per key, 8-lane partial sums over the dp/8
 // chunks of q in increasing order (one FMA each, from zero), then the fixed tree of Reduce8.
+#if HWY_TARGET == HWY_AVX3
+// AVX-512: two 8-lane vectors in one zmm (the low 256 bits and the high 256 bits), each lane
+// computing the same operations as its V8 lane: half the instructions, the same bits.
+HWY_INLINE __m512 LoadPair(const float* lo, const float* hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(lo)), _mm256_loadu_ps(hi), 1);
+}
+HWY_INLINE __m512 LoadPair(const uint16_t* lo, const uint16_t* hi) {
+  return _mm512_cvtph_ps(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(lo))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1));
+}
+// 16 consecutive values (two adjacent 8-lane chunks).
+HWY_INLINE __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+HWY_INLINE __m512 Load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+#endif
+
 template <class E>
 HWY_INLINE V8 Score8(const float* HWY_RESTRICT q, int chunks, const void* k, size_t stride,
                      int j0) {
+#if HWY_TARGET == HWY_AVX3
+  // Keys j0 + j (low half) and j0 + j + 4 (high half) in one zmm accumulator: each half is the
+  // V8 loop's accumulator of its key, lane for lane.
+  __m512 acc2[4];
+  for (int j = 0; j < 4; ++j) acc2[j] = _mm512_setzero_ps();
+  for (int c = 0; c < chunks; ++c) {
+    const __m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + c * 8));
+    for (int j = 0; j < 4; ++j) {
+      acc2[j] = _mm512_fmadd_ps(qv,
+                                LoadPair(Row<E>(k, stride, j0 + j) + c * 8,
+                                         Row<E>(k, stride, j0 + j + 4) + c * 8),
+                                acc2[j]);
+    }
+  }
+  V8 acc[8];
+  for (int j = 0; j < 4; ++j) {
+    acc[j] = _mm512_castps512_ps256(acc2[j]);
+    acc[j + 4] = _mm512_extractf32x8_ps(acc2[j], 1);
+  }
+  return Reduce8x8(acc);
+#else
   V8 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = Zero8();
   for (int c = 0; c < chunks; ++c) {
@@ -321,12 +363,27 @@ HWY_INLINE V8 Score8(const float* HWY_RESTRICT q, int chunks, const void* k, siz
     for (int j = 0; j < 8; ++j) acc[j] = Fma8(qv, Load8(Row<E>(k, stride, j0 + j) + c * 8), acc[j]);
   }
   return Reduce8x8(acc);
+#endif
 }
 
 // o = o * alpha + sum_{j < n} p[j] * V_j, in increasing j; o has `chunks` 8-lane chunks.
 template <class E, int C>
 HWY_INLINE void AccumulateFixed(float* HWY_RESTRICT o, float alpha, const float* HWY_RESTRICT p,
                                 const void* v, size_t stride, int n) {
+#if HWY_TARGET == HWY_AVX3
+  if constexpr (C % 2 == 0) {  // chunks c and c + 1 in one zmm, lane for lane the same operations
+    __m512 acc2[C / 2];
+    const __m512 a = _mm512_set1_ps(alpha);
+    for (int c = 0; c < C / 2; ++c) acc2[c] = _mm512_mul_ps(_mm512_loadu_ps(o + c * 16), a);
+    for (int j = 0; j < n; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      const E* vj = Row<E>(v, stride, j);
+      for (int c = 0; c < C / 2; ++c) acc2[c] = _mm512_fmadd_ps(pj, Load16(vj + c * 16), acc2[c]);
+    }
+    for (int c = 0; c < C / 2; ++c) _mm512_storeu_ps(o + c * 16, acc2[c]);
+    return;
+  }
+#endif
   V8 acc[C];
   const V8 a = Set8(alpha);
   for (int c = 0; c < C; ++c) acc[c] = Mul8(Load8(o + c * 8), a);
