@@ -311,8 +311,6 @@ HWY_INLINE const E* Row(const void* base, size_t stride, int j) {
   return static_cast<const E*>(base) + static_cast<size_t>(j) * stride;
 }
 
-// s[j] = dot(q, K_j) for the 8 keys j0 .. j0+7: per key, 8-lane partial sums over the dp/8
-// chunks of q in increasing order (one FMA each, from zero), then the fixed tree of Reduce8.
 #if HWY_TARGET == HWY_AVX3
 // AVX-512: two 8-lane vectors in one zmm (the low 256 bits and the high 256 bits), each lane
 // computing the same operations as its V8 lane: half the instructions, the same bits.
@@ -332,6 +330,8 @@ HWY_INLINE __m512 Load16(const uint16_t* p) {
 }
 #endif
 
+// s[j] = dot(q, K_j) for the 8 keys j0 .. j0+7: per key, 8-lane partial sums over the dp/8
+// chunks of q in increasing order (one FMA each, from zero), then the fixed tree of Reduce8.
 template <class E>
 HWY_INLINE V8 Score8(const float* HWY_RESTRICT q, int chunks, const void* k, size_t stride,
                      int j0) {

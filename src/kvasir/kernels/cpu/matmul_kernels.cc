@@ -393,7 +393,8 @@ HWY_INLINE __m256 BlockFma(__m256 dw, const float* dx, __m256i isum, __m256 acc)
 // (packed_matrix.h), so an IZmm load is two aligned 256-bit loads. Every lane computes the same
 // exact integer sums and the same float operations with either, so both give the same bits.
 // Why IZmm: on the Zen 5 VM a zmm vpdpbusd issues at the ymm rate (6.67 against 6.69 G/s per
-// core, 16 independent chains), so a tile of 2-panel vectors does twice the work per instruction.
+// core, 16 independent chains), so a tile of 2-panel vectors does twice the work per instruction;
+// on a Zen 4 VM (not probed) the 4-panel IZmm tiles measured 1.3-1.6x the IYmm ones (bench/NOTES.md).
 struct IYmm {
   using V = __m256i;
   using F = Ymm;  // the float vectors of the same lanes
@@ -486,11 +487,10 @@ struct IZmm {
   static HWY_INLINE F::V ToFloat(V a) { return _mm512_cvtepi32_ps(a); }
 };
 using IntWideVec = IZmm;
-constexpr bool kInt512 = true;
 #else
 using IntWideVec = IYmm;
-constexpr bool kInt512 = false;
 #endif
+constexpr bool kInt512 = IntWideVec::kPanels > 1;
 
 // isum[r][i] += the products of w (from IV::Signed) with token i's broadcast activations yb[i].
 template <class IV, int R, int T>
