@@ -26,6 +26,7 @@ Runner add_perplexity(CLI::App& app) {
   struct Opts {
     KVTypeOptions kvt;
     std::string model, file, save_logits, kl_base;
+    KVCalibOptions kv_calib;
     int ctx = 0, chunks = -1, threads = 0, batch = 512;
     bool json = false;
   };
@@ -45,12 +46,14 @@ Runner add_perplexity(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   cmd->add_option("-b,--batch,--batch-size", o->batch, "Tokens per forward step");
   add_kv_type_options(cmd, o->kvt);
+  add_kv_calib_options(cmd, o->kv_calib);
   cmd->add_flag("--json", o->json, "Print one JSON object");
   return [o]() {
     // Inputs first: a binary file (e.g. -f model.gguf) is refused, not scored as text.
     check_model_path(o->model, "model");
     if (o->file.empty() && o->kl_base.empty()) fail("--file: a text file is required");
     if (!o->file.empty()) check_text_file(o->file, "text file");
+    check_kv_calib(o->kv_calib);
     const KVCacheType kvt = resolve_kv_type(o->kvt);
     std::unique_ptr<LogitsReader> base;
     if (!o->kl_base.empty()) {
@@ -87,6 +90,7 @@ Runner add_perplexity(CLI::App& app) {
              : o->chunks;
     po.max_batch = o->batch;
     po.kv_type = kvt;
+    po.key_transform = resolve_key_transform(o->kv_calib, *model, tok, pool, kvt.k, ctx);
     po.bos_id = tok.add_bos() ? tok.bos_id() : -1;
     auto progress = [&](int c, double ppl) {
       if (!o->json) fmt::print(stderr, "[{}] {:.4f}\n", c + 1, ppl);
@@ -120,7 +124,8 @@ Runner add_perplexity(CLI::App& app) {
                           {"seconds", r.seconds},
                           {"text_tokens", tokens.size()},
                           {"model", o->model},
-                          {"kv_type", kvt.name()}};
+                          {"kv_type", kvt.name()},
+                          {"key_transform", po.key_transform ? po.key_transform->source : "none"}};
       if (kls) {
         j["kl"] = {{"base", o->kl_base},
                    {"tokens", kls->n},

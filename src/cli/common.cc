@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "kvasir/chat/chat_template.h"
+#include "kvasir/engine/key_calibration.h"
 #include "kvasir/hf/hf_checkpoint.h"
 #include "kvasir/sampling/sampling_params.h"
 #include "kvasir/util/error.h"
@@ -236,6 +237,39 @@ void load_draft(const SpecOptions& o, SpecConfig& cfg, std::unique_ptr<Model>& h
   if (cfg.method != SpecMethod::kDraft) return;
   holder = Model::load(o.draft);
   cfg.draft = holder.get();
+}
+
+void add_kv_calib_options(CLI::App* cmd, KVCalibOptions& o) {
+  cmd->add_option("--kv-calib", o.text,
+                  "Store quantized keys (int8, fp8, int4 K) through a key transform calibrated on "
+                  "'builtin' (the built-in text) or a text file: a per-channel mean-key shift and, "
+                  "for int4, scale (default: none)");
+  cmd->add_option("--kv-calib-positions", o.positions,
+                  "Positions 0..N-1 the key shift is the mean key over (default: the context)");
+}
+
+void check_kv_calib(const KVCalibOptions& o) {
+  if (o.positions < 0 || o.positions > (1 << 24))
+    fail("--kv-calib-positions: expected 1..16777216, got {}", o.positions);
+  if (o.text.empty() && o.positions != 0)
+    fail("--kv-calib-positions: there is no key shift without --kv-calib");
+  if (!o.text.empty() && o.text != "builtin") check_text_file(o.text, "--kv-calib text file");
+}
+
+std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
+                                                          const Model& model,
+                                                          const Tokenizer& tokenizer,
+                                                          ThreadPool& pool, KVDType k,
+                                                          int default_positions) {
+  check_kv_calib(o);
+  if (o.text.empty()) return nullptr;
+  const int positions = o.positions > 0 ? o.positions : default_positions;
+  if (o.text == "builtin") return calibrate_key_transform(model, pool, k, positions);
+  const std::vector<int32_t> ids =
+      tokenizer.encode(read_input_file(o.text, "--kv-calib text file"), false, false);
+  if (ids.empty()) fail("--kv-calib {}: the file has no text to calibrate on", o.text);
+  const int32_t bos = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
+  return calibrate_key_transform(model, pool, k, ids, bos, o.text, positions);
 }
 
 KVCacheType resolve_kv_type(const KVTypeOptions& o) {

@@ -29,10 +29,13 @@
 
 #include "kvasir/chat/builtin_templates.h"
 #include "kvasir/engine.h"
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/model/model.h"
 #include "kvasir/sampling/sampling_params.h"
 #include "kvasir/server/api_keys.h"
 #include "kvasir/tensor/kv_quant.h"
+#include "kvasir/tokenizer/tokenizer.h"
+#include "kvasir/util/thread_pool.h"
 
 namespace kvasir::cli {
 
@@ -122,6 +125,25 @@ struct KVTypeOptions {
 void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o);
 // Throws kvasir::Error naming the flag and the accepted names for an unknown dtype.
 KVCacheType resolve_kv_type(const KVTypeOptions& o);
+
+// --kv-calib builtin|TEXT and --kv-calib-positions N, on the commands that honour them: store a
+// quantized K cache's keys through a key transform (kv/key_transform.h) calibrated on the
+// built-in text or a text file, its shift the mean key over positions 0..N-1
+// (engine/key_calibration.h). Opt-in: the shift suits the context it is made for.
+struct KVCalibOptions {
+  std::string text;   // "": no transform; "builtin": the built-in text; else a text file
+  int positions = 0;  // 0: the caller's default context
+};
+void add_kv_calib_options(CLI::App* cmd, KVCalibOptions& o);
+// Checks the flags (a text file that is not readable text, positions outside 1..2^24, positions
+// without a text), then returns the transform K dtype k uses (null for none, f16 or f32 keys),
+// the text tokenized by `tokenizer`, for `default_positions` when none were given.
+void check_kv_calib(const KVCalibOptions& o);
+std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
+                                                          const Model& model,
+                                                          const Tokenizer& tokenizer,
+                                                          ThreadPool& pool, KVDType k,
+                                                          int default_positions);
 
 // Speculative decoding flags (run and serve): --draft FILE (a GGUF file or Hugging Face folder;
 // implies --spec draft), --spec none|draft|ngram, --spec-k N|auto, --spec-ngram-min/max N,

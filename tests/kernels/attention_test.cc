@@ -68,8 +68,11 @@ struct World {
   // K/V rows for every (seq, position), n_kv_heads * head_dim each (to rewrite a fresh cache)
   std::vector<std::vector<float>> k_of, v_of;
 
+  // key_offset (n_kv_heads * head_dim, optional) is added to every key (RoPE'd keys have large
+  // per-channel means); k_shift / k_scale (optional) are the layer's key transform.
   World(int n_heads_, int n_kv_heads_, int head_dim_, KVCacheType type_, std::vector<int> lens,
-        uint32_t seed, int block_size_ = 16)
+        uint32_t seed, int block_size_ = 16, const std::vector<float>* key_offset = nullptr,
+        const float* k_shift = nullptr, const float* k_scale = nullptr)
       : n_heads(n_heads_),
         n_kv_heads(n_kv_heads_),
         head_dim(head_dim_),
@@ -99,6 +102,8 @@ struct World {
     vbuf.assign(tiles * layer.v_tile_bytes(), 0xff);
     layer.k = kbuf.data();
     layer.v = vbuf.data();
+    layer.k_shift = k_shift;
+    layer.k_scale = k_scale;
 
     const int qrow = n_heads * head_dim, kvrow = n_kv_heads * head_dim;
     for (size_t s = 0; s < seq_len.size(); ++s) {
@@ -108,6 +113,9 @@ struct World {
       k_of.emplace_back(static_cast<size_t>(len) * kvrow);
       v_of.emplace_back(static_cast<size_t>(len) * kvrow);
       for (float& x : k_of.back()) x = u(rng);
+      if (key_offset)
+        for (size_t i = 0; i < k_of.back().size(); ++i)
+          k_of.back()[i] += (*key_offset)[i % static_cast<size_t>(kvrow)];
       for (float& x : v_of.back()) x = u(rng);
       write(layer, static_cast<int>(s), 0, len);
     }
@@ -338,6 +346,85 @@ TEST(Attention, QuantizedCacheStaysCloseToF32) {
     EXPECT_LT(err, bound) << t.name();
     EXPECT_GT(err, 0.0f) << t.name() << ": quantization had no effect";
     std::printf("[ info ] %s: max |out - f32 out| = %.3g\n", t.name().c_str(), err);
+  }
+}
+
+// Keys with large per-channel means, as RoPE'd keys have: channel c of KV head g is offset by
+// 6 * sin(1 + c + 7 g) (|offset| <= 6 against the keys' own spread of 1).
+std::vector<float> key_offsets(int n_kv_heads, int head_dim) {
+  std::vector<float> o(static_cast<size_t>(n_kv_heads) * head_dim);
+  for (size_t i = 0; i < o.size(); ++i)
+    o[i] = 6.0f * std::sin(1.0f + static_cast<float>(i % head_dim) +
+                           7.0f * static_cast<float>(i / head_dim));
+  return o;
+}
+
+TEST(Attention, KeyTransformLeavesTheOutputUnchanged) {
+  // An f32 cache stores (k - m) / s and reads q * s: q.k moves by the same q.m for every key of a
+  // query, which softmax ignores, so the output is the untransformed cache's up to float
+  // rounding (scores are sums of 64 products of magnitude <= 2 * 7 / 8: a few ulps of ~10, ~1e-5
+  // on softmax weights; observed ~1e-6). A shift applied on one side only (or a scale on q only)
+  // moves scores by O(1) and fails it.
+  ThreadPool pool(2);
+  const int kv = 2, d = 64;
+  const std::vector<float> off = key_offsets(kv, d);
+  std::vector<float> shift(off.size()), scale(off.size());
+  for (size_t i = 0; i < off.size(); ++i) {
+    shift[i] = 0.9f * off[i] + 0.1f;  // not the exact mean: any constant must do
+    scale[i] = 0.5f + static_cast<float>(i % 5) * 0.3f;
+  }
+  World plain(8, kv, d, kF32, {1, 40, 300}, 41, 16, &off);
+  for (const float* sc :
+       {static_cast<const float*>(nullptr), static_cast<const float*>(scale.data())}) {
+    World t(8, kv, d, kF32, {1, 40, 300}, 41, 16, &off, shift.data(), sc);
+    const char* what = sc ? "shift and scale" : "shift";
+    for (const auto& tokens : {decode_tokens(t), prefill_tokens(t)}) {
+      Batch want(plain, tokens), got(t, tokens), ref(t, tokens);
+      attention(plain.layer, want.args, pool);
+      attention(t.layer, got.args, pool);
+      attention_reference(t.layer, ref.args);
+      float err = 0, ref_err = 0;
+      for (size_t i = 0; i < got.out.size(); ++i) {
+        err = std::max(err, std::abs(got.out[i] - want.out[i]));
+        ref_err = std::max(ref_err, std::abs(got.out[i] - ref.out[i]));
+      }
+      EXPECT_LT(err, 2e-5f) << what;
+      EXPECT_LT(ref_err, kTol) << what << ": kernel vs reference";
+    }
+  }
+}
+
+TEST(Attention, KeyTransformTakesTheMeanOutOfQuantizedKeys) {
+  // With keys offset by up to 6 per channel, one scale per row spends the codes on the offsets;
+  // shifting them out (m = the offsets) and evening the channels (s) leaves the step for the
+  // keys' own spread. int4 without the transform: step ~ 13/15 of a range ~13, error ~0.4 per
+  // value, scores off by ~1 (observed max output error ~0.5); with it: step ~2/15, as for
+  // centred keys (the int4 bound of QuantizedCacheStaysCloseToF32, 0.2). int8 and fp8 get the
+  // shift alone; their errors shrink with the range too (bounds from that test, x1.5).
+  ThreadPool pool(2);
+  const int kv = 2, d = 64;
+  const std::vector<float> off = key_offsets(kv, d);
+  const std::vector<float> ones(off.size(), 1.0f);
+  World f(8, kv, d, kF32, {1, 40, 300}, 42, 16, &off);
+  Batch want(f, decode_tokens(f));
+  attention(f.layer, want.args, pool);
+  const std::pair<KVCacheType, float> cases[] = {{kInt8, 0.018f}, {kE4M3, 0.15f}, {kInt4, 0.2f}};
+  for (const auto& [type, bound] : cases) {
+    auto error = [&](const float* shift, const float* scale) {
+      World q(8, kv, d, type, {1, 40, 300}, 42, 16, &off, shift, scale);
+      Batch got(q, decode_tokens(q));
+      attention(q.layer, got.args, pool);
+      float err = 0;
+      for (size_t i = 0; i < got.out.size(); ++i)
+        err = std::max(err, std::abs(got.out[i] - want.out[i]));
+      return err;
+    };
+    const float raw = error(nullptr, nullptr);
+    const float shifted = error(off.data(), type.k == KVDType::Int4 ? ones.data() : nullptr);
+    std::printf("[ info ] %s: max |out - f32 out| %.3g without the transform, %.3g with it\n",
+                type.name().c_str(), raw, shifted);
+    EXPECT_LT(shifted, bound) << type.name();
+    EXPECT_LT(shifted, raw) << type.name();
   }
 }
 

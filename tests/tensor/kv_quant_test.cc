@@ -169,6 +169,13 @@ float fp16_at(const std::vector<uint8_t>& m, size_t i) {
   return fp16_to_fp32(h);
 }
 
+// int4 group gi's step: its fp16 scale without the whole-step flag (the sign bit).
+float int4_step(const std::vector<uint8_t>& m, int gi) {
+  uint16_t h;
+  std::memcpy(&h, m.data() + 2 * static_cast<size_t>(gi), 2);
+  return fp16_to_fp32(static_cast<uint16_t>(h & 0x7fff));
+}
+
 TEST(KVQuant, RowErrorsStayWithinTheFormatsBounds) {
   std::mt19937 rng(11);
   std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -200,16 +207,53 @@ TEST(KVQuant, RowErrorsStayWithinTheFormatsBounds) {
             ASSERT_LE(std::fabs(y[i] - x[i]), std::max(rel * std::fabs(x[i]), sub) * 1.001f)
                 << kv_dtype_name(t) << " d " << d << " x " << x[i];
         }
-        {  // int4: |err| <= s per value (the zero point's rounding adds up to s/2 at the ends)
+        {  // int4: |err| <= s/2 per value inside the range the group's grid covers, plus what
+           // was clipped (at most 10% of the range r at either end); the step is set by the
+           // group's own range, never by its distance from 0 (at most r / 14.5, or |lo| / 127
+           // for a group more than 127 steps from 0). Slack: fp16 rounding up (< 0.1%), fp16's
+           // subnormal steps at mag 1e-3 (1e-7).
           const std::vector<float> y = round_trip(KVDType::Int4, x, &meta);
           const KVRowLayout L = kv_row_layout(KVDType::Int4, d);
-          for (int i = 0; i < d; ++i) {
-            const float s = fp16_at(meta, static_cast<size_t>(i / L.group));
-            ASSERT_LE(std::fabs(y[i] - x[i]), s * 1.0001f) << "d " << d << " i " << i;
+          for (int gi = 0; gi < L.n_groups; ++gi) {
+            const int g0 = gi * L.group;
+            const int g1 = std::min(d, g0 + L.group);
+            const float lo = *std::min_element(x.begin() + g0, x.begin() + g1);
+            const float hi = *std::max_element(x.begin() + g0, x.begin() + g1);
+            const float r = hi - lo;
+            const float s = int4_step(meta, gi);
+            EXPECT_LE(s, std::max(r / 14.5f, (std::fabs(lo) + 0.1f * r) / 127.0f) * 1.001f + 1e-7f)
+                << "d " << d << " group " << gi;
+            for (int i = g0; i < g1; ++i)
+              ASSERT_LE(std::fabs(y[i] - x[i]), 0.5f * s * 1.0001f + 0.1f * r + 1e-7f)
+                  << "d " << d << " i " << i;
           }
         }
       }
     }
+  }
+}
+
+TEST(KVQuant, Int4GroupsKeepTheirOwnStepWhereverTheyLie) {
+  // A group's step comes from its spread, not from 0: values 5 + U[0, 1) step by ~1/14.5 (a
+  // range widened to hold 0 would step by 6/15, 6x coarser), centred ones by ~1/15 with the
+  // grid's low end within s/16 of the minimum (zero point in eighths of a step).
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (float base : {-0.5f, 5.0f, -8.0f}) {  // -8: within 127 whole steps of 0
+    std::vector<float> x(32);
+    for (float& v : x) v = base + u(rng);
+    x[0] = base;  // the range is [base, base + ~1)
+    x[1] = base + 1.0f;
+    std::vector<uint8_t> meta;
+    const std::vector<float> y = round_trip(KVDType::Int4, x, &meta);
+    const float s = int4_step(meta, 0);
+    EXPECT_LE(s, 1.0f / 14.5f * 1.001f) << base;
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_LE(std::fabs(y[i] - x[i]), 0.5f * s * 1.0001f + 0.1f) << base << " i " << i;
+    float sq = 0;
+    for (size_t i = 0; i < x.size(); ++i) sq += (y[i] - x[i]) * (y[i] - x[i]);
+    // Uniform rounding error has a mean square of s^2 / 12; clipping only ever lowers the total.
+    EXPECT_LE(sq / 32, s * s / 12 * 2) << base;
   }
 }
 
@@ -218,7 +262,8 @@ TEST(KVQuant, ZeroAndConstantRows) {
   for (KVDType t : {KVDType::Int8, KVDType::FP8E4M3, KVDType::FP8E5M2, KVDType::Int4}) {
     const std::vector<float> zero(64, 0.0f);
     for (float v : round_trip(t, zero, &meta)) ASSERT_EQ(v, 0.0f) << kv_dtype_name(t);
-    const std::vector<float> c(64, -2.5f);  // int4: the range widened to hold 0 keeps it exact
+    // int4: a constant group has no spread; its scale is |min| / 127, so the error is <= 2.5/254.
+    const std::vector<float> c(64, -2.5f);
     for (float v : round_trip(t, c, &meta)) ASSERT_NEAR(v, -2.5f, 2.5f / 100) << kv_dtype_name(t);
   }
 }

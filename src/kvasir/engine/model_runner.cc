@@ -38,6 +38,11 @@ int64_t logit_rows_of(const SeqWork& w) {
   return 0;
 }
 
+std::shared_ptr<const KeyTransform> key_transform_of(const ModelRunnerOptions& o) {
+  if (key_transform_kind(o.kv_type.k) == KeyTransformKind::kNone) return nullptr;
+  return o.key_transform;
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(const Model& model, ThreadPool& pool, const ModelRunnerOptions& options)
@@ -46,7 +51,7 @@ ModelRunner::ModelRunner(const Model& model, ThreadPool& pool, const ModelRunner
       backend_(make_backend(model.backend_kind(), pool)),
       // Static padding writes one block of its own, after the caller's.
       kv_(model.kv_shape(opt_.kv_type, opt_.block_size),
-          opt_.kv_blocks + (opt_.static_padding ? 1 : 0), *backend_),
+          opt_.kv_blocks + (opt_.static_padding ? 1 : 0), *backend_, key_transform_of(opt_)),
       state_(model, *backend_, opt_.max_tokens + padding_rows(opt_), opt_.max_logit_rows,
              opt_.max_hidden_rows) {
   logits_.resize(static_cast<size_t>(opt_.max_logit_rows) * static_cast<size_t>(n_vocab()));

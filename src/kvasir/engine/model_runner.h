@@ -51,6 +51,10 @@ struct ModelRunnerOptions {
   bool static_padding = false;
   int max_seqs = 0;       // static padding: the most members a batch has
   int max_positions = 0;  // static padding: a padding row's last position + 1
+  // Quantized keys (int8, fp8, int4) are stored through this key transform (kv/key_transform.h,
+  // calibrated by engine/key_calibration.h for a context); null: as they are. Unused for f16/f32
+  // keys. Opt-in: a constant shift suits the context it was made for only (key_calibration.h).
+  std::shared_ptr<const KeyTransform> key_transform;
 };
 
 enum class Logits { kNone, kLast, kAll };

@@ -25,6 +25,7 @@ ModelRunnerOptions runner_options(const SequenceRunnerOptions& o, int max_ctx) {
   r.kv_type = o.kv_type;
   r.max_tokens = o.max_batch;
   r.max_logit_rows = o.all_logits ? o.max_batch : 1;
+  r.key_transform = o.key_transform;
   return r;
 }
 }  // namespace

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct SequenceRunnerOptions {
   // feed() may ask for every token's logits: sizes the logits rows for max_batch tokens
   // (max_batch x n_vocab floats) instead of one.
   bool all_logits = false;
+  // The key transform of a quantized K cache (ModelRunnerOptions).
+  std::shared_ptr<const KeyTransform> key_transform;
 };
 
 class SequenceRunner {

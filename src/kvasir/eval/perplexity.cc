@@ -23,6 +23,7 @@ PerplexityResult perplexity(const Model& model, ThreadPool& pool, std::span<cons
   ro.max_ctx = opt.ctx;
   ro.max_batch = opt.max_batch;
   ro.kv_type = opt.kv_type;
+  ro.key_transform = opt.key_transform;
   ro.all_logits = true;
   SequenceRunner runner(model, pool, ro);
   const int64_t V = model.config().n_vocab;

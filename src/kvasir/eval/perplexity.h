@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/model/model.h"
 #include "kvasir/util/thread_pool.h"
 
@@ -20,6 +22,8 @@ struct PerplexityOptions {
   int max_chunks = -1;  // -1: all
   int max_batch = 512;
   KVCacheType kv_type{};
+  // The key transform of a quantized K cache (engine/model_runner.h's ModelRunnerOptions).
+  std::shared_ptr<const KeyTransform> key_transform;
 };
 
 struct PerplexityResult {

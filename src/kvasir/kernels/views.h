@@ -38,6 +38,11 @@ struct PagedKVLayer {
   int64_t n_blocks = 0;
   void* k = nullptr;  // n_blocks * n_kv_heads tiles of k_tile_bytes()
   void* v = nullptr;  // n_blocks * n_kv_heads tiles of v_tile_bytes()
+  // The key transform (kv/key_transform.h), n_kv_heads x head_dim floats each, or null: a key k
+  // of KV head g is stored as (k - k_shift[g]) / k_scale[g], and a query of that head is read as
+  // q * k_scale[g]. k_scale may be null with k_shift set (scale 1).
+  const float* k_shift = nullptr;
+  const float* k_scale = nullptr;
 
   size_t k_tile_bytes() const { return tile_bytes(k_type); }
   size_t v_tile_bytes() const { return tile_bytes(v_type); }

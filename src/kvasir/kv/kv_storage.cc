@@ -1,5 +1,7 @@
 #include "kvasir/kv/kv_storage.h"
 
+#include <utility>
+
 #include "kvasir/util/error.h"
 
 namespace kvasir {
@@ -9,12 +11,24 @@ size_t KVShape::bytes_per_token() const {
          (kv_row_layout(type.k, head_dim).bytes() + kv_row_layout(type.v, head_dim).bytes());
 }
 
-KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend)
-    : shape_(shape), n_blocks_(n_blocks) {
+KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend,
+                     std::shared_ptr<const KeyTransform> key_transform)
+    : shape_(shape), n_blocks_(n_blocks), key_transform_(std::move(key_transform)) {
   if (n_blocks <= 0 || shape.n_layers <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
       shape.block_size <= 0)
     fail("invalid KV cache shape: {} blocks, {} layers, {} kv heads, head dim {}, block size {}",
          n_blocks, shape.n_layers, shape.n_kv_heads, shape.head_dim, shape.block_size);
+  if (key_transform_) {
+    key_transform_->validate();
+    if (key_transform_->n_layers != shape.n_layers ||
+        key_transform_->n_kv_heads != shape.n_kv_heads ||
+        key_transform_->head_dim != shape.head_dim)
+      fail(
+          "KV cache: the key transform is for {} layers, {} KV heads, head dim {}; the cache has "
+          "{}, {}, {}",
+          key_transform_->n_layers, key_transform_->n_kv_heads, key_transform_->head_dim,
+          shape.n_layers, shape.n_kv_heads, shape.head_dim);
+  }
   PagedKVLayer proto;
   proto.k_type = shape.type.k;
   proto.v_type = shape.type.v;
@@ -30,6 +44,10 @@ KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend)
     PagedKVLayer L = proto;
     L.k = base + l * (k_layer + v_layer);
     L.v = base + l * (k_layer + v_layer) + k_layer;
+    if (key_transform_) {
+      L.k_shift = key_transform_->layer_shift(l);
+      L.k_scale = key_transform_->layer_scale(l);
+    }
     layers_.push_back(L);
   }
 }

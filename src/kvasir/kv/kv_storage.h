@@ -15,6 +15,7 @@
 
 #include "kvasir/kernels/backend.h"
 #include "kvasir/kernels/views.h"
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/tensor/kv_quant.h"
 
 namespace kvasir {
@@ -34,19 +35,26 @@ struct KVShape {
 
 class KVStorage {
  public:
-  // Allocates n_blocks blocks for every layer in `backend`'s memory. Throws kvasir::Error for a
-  // bad shape or dtype, or if the allocation fails.
-  KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend);
+  // Allocates n_blocks blocks for every layer in `backend`'s memory. Keys are stored through
+  // `key_transform` (kv/key_transform.h; null: as they are); it must match the shape, and the
+  // storage keeps it for its life (its vectors are read in host memory, where the CPU backend's
+  // kernels run). Throws kvasir::Error for a bad shape, dtype or transform, or if the allocation
+  // fails.
+  KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend,
+            std::shared_ptr<const KeyTransform> key_transform = nullptr);
 
   const KVShape& shape() const { return shape_; }
   int64_t n_blocks() const { return n_blocks_; }
   size_t bytes() const;
   PagedKVLayer layer(int i) const { return layers_[static_cast<size_t>(i)]; }
+  // The transform the keys are stored through, or null.
+  const KeyTransform* key_transform() const { return key_transform_.get(); }
 
  private:
   KVShape shape_;
   int64_t n_blocks_;
   std::unique_ptr<DeviceBuffer> memory_;
+  std::shared_ptr<const KeyTransform> key_transform_;
   std::vector<PagedKVLayer> layers_;
 };
 

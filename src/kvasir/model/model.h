@@ -74,6 +74,9 @@ class Model {
   size_t weight_bytes() const;
 
   KVShape kv_shape(KVCacheType kv_type = {}, int block_size = 16) const;
+  // RoPE's per-pair inverse frequencies as forward() applies them (rope_dim / 2 entries, scaling
+  // and the rope_freqs tensor folded in): pair i of a head at position p turns by p * θ_i.
+  const std::vector<float>& rope_inv_freqs() const { return inv_freq_host_; }
 
   // Runs one step. `logits` (host memory) receives batch.logit_rows.size() rows of n_vocab floats;
   // `hidden` (host memory; may be null when the batch asks for no hidden rows) receives

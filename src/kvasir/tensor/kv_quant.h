@@ -13,15 +13,19 @@
 //              cvt.rn.satfinite does; one fp16 scale per row (amax / 448, rounded up).
 //   fp8_e5m2   the same with E5M2 (bias 15, max 57344); scale amax / 57344.
 //   int4       asymmetric in groups of 32 values along the head (the whole head when it is
-//              shorter; the last group may be shorter): x ~= s * (c - z), c in [0, 15]; per group
-//              an fp16 scale s ((max - min) / 15, rounded up, over the group's range widened
-//              to hold 0) and a u8 zero point z (round(-min / s), in [0, 15]). The codes of a group
-//              of g values take ceil(g/2) bytes: byte j holds value j in its low nibble and value j
-//              + ceil(g/2) in its high nibble (ggml's Q4_0 order). Meta: the fp16 scales of all
+//              shorter; the last group may be shorter): x ~= s * (c - z / 8), c in [0, 15]; per
+//              group an fp16 scale s and an int8 zero point z in eighths of s. They cover the
+//              group's own range lo..hi (0 need not be in it) or, when that has less squared
+//              error, a range clipped by 3-10% at either end: s = max((hi - lo) / (15 - 1/16),
+//              |lo| * 8 / 127) rounded up, z = round(-lo * 8 / s). The codes of a group of g
+//              values take ceil(g/2) bytes: byte j holds value j in its low nibble and value j +
+//              ceil(g/2) in its high nibble (ggml's Q4_0 order). Meta: the fp16 scales of all
 //              groups, then the zero points.
 // Rounding a scale up (to the next fp16 at or above the exact quotient) keeps every code in range,
 // so the only error is the rounding of x / s: at most s / 2 per value for int8, half an fp8 ulp
-// of x / s for fp8; int4 adds the rounding of its zero point: at most s per value.
+// of x / s for fp8; int4's grid starts within s / 16 of the range it covers, so a value inside
+// that range is off by at most s / 2 (plus the float rounding of x / s), a clipped one by its
+// distance to the range on top.
 #pragma once
 
 #include <cstddef>
@@ -67,7 +71,7 @@ KVRowLayout kv_row_layout(KVDType t, int head_dim);
 // attention output is then NaN, as it would be with the value itself in an f16 cache.
 void kv_quantize_row(KVDType t, const float* x, int head_dim, void* codes, void* meta);
 // The exact values the attention kernels compute from a stored row: for int8 fl(c * s), fp8
-// fl(fp8(c) * s), int4 fl((c - z) * s) (one rounding each), f16/f32 the stored value.
+// fl(fp8(c) * s), int4 fl((8c - z) * (s / 8)) (one rounding each), f16/f32 the stored value.
 void kv_dequantize_row(KVDType t, const void* codes, const void* meta, int head_dim, float* out);
 
 // Keys in int8 and int4 are stored rotated: the row is multiplied by the orthonormal

@@ -7,7 +7,8 @@
 // to f32 once when the item has several rows or the cache is quantized, else read from the F16/F32
 // cache in place; int8 and fp8 rows are dequantized with SIMD, one rounding of code x scale per
 // value, exactly kv_dequantize_row's values; quantized keys are stored rotated, so the row's q
-// is rotated the same way first, kv_rotate_key). For one row and one tile:
+// is rotated the same way first, kv_rotate_key, after its multiplication by the key transform's
+// scale where the cache has one, kv/key_transform.h). For one row and one tile:
 //   1. scores of the block's keys in groups of 8: s_j = q·K_j with q pre-multiplied by `scale`,
 //      as 8-lane partial sums (lane l sums the dimensions d = l mod 8, one fused multiply-add per
 //      8 dimensions in increasing order, from zero) reduced by the fixed tree
@@ -479,6 +480,7 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   const bool f16 = kv.k_type == KVDType::F16;
   const bool convert = !plain || R >= kConvertRows || dim % 8 != 0 || bs % 8 != 0;
   const bool rotate_q = kv_rotates_keys(kv.k_type);
+  const float* k_scale = kv.k_scale;
 
   // Scratch: Q (scaled, padded) and O per row, the tile's scores, the converted K and V tiles,
   // and the per-row online-softmax state.
@@ -513,6 +515,10 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
       const float* qrow = a.q + t * q_stride + static_cast<int64_t>(h) * dim;
       float* qr = Q + static_cast<size_t>(gi * R + r) * dp;
       for (int d = 0; d < dim; ++d) qr[d] = qrow[d] * a.scale;
+      if (k_scale) {  // keys are stored divided by the transform's scale (kv/key_transform.h)
+        const float* sc = k_scale + static_cast<size_t>(g0 + gi) * dim;
+        for (int d = 0; d < dim; ++d) qr[d] *= sc[d];
+      }
       for (size_t d = static_cast<size_t>(dim); d < dp; ++d) qr[d] = 0.0f;
       if (rotate_q) kv_rotate_key(qr, dim);  // quantized keys are stored rotated
       st[gi * R + r] = {-std::numeric_limits<float>::infinity(), 0.0f};

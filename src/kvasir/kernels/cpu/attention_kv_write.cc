@@ -1,6 +1,7 @@
 // kv_write(): stores new K/V rows into their paged-cache slots (contract in attention.h).
 // The quantized formats go through the reference quantizer of tensor/kv_quant.h, keys after
-// their rotation (kv_rotate_key).
+// their transform ((k - shift) / scale, kv/key_transform.h) and then their rotation
+// (kv_rotate_key).
 //
 // F16 uses the F16C conversion (round to nearest even) on AVX2/AVX-512. It matches
 // kvasir::fp32_to_fp16 bit for bit except for NaN payloads, so NaN lanes are first replaced by a
@@ -78,9 +79,11 @@ void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const i
   const size_t k_tile = kv.k_tile_bytes();
   const size_t v_tile = kv.v_tile_bytes();
   const bool rotate = kv_rotates_keys(kv.k_type);
-  // Scratch for one rotated key row, per thread, grown once: nothing is allocated per step.
-  static thread_local std::vector<float> rotated;
-  if (rotate && rotated.size() < static_cast<size_t>(dim)) rotated.resize(static_cast<size_t>(dim));
+  const bool transform = kv.k_shift != nullptr;
+  // Scratch for one transformed key row, per thread, grown once: nothing is allocated per step.
+  static thread_local std::vector<float> key;
+  if ((rotate || transform) && key.size() < static_cast<size_t>(dim))
+    key.resize(static_cast<size_t>(dim));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const size_t block = static_cast<size_t>(slots[t] / kv.block_size);
     const size_t offset = static_cast<size_t>(slots[t] % kv.block_size);
@@ -88,10 +91,17 @@ void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const i
       const size_t tile = block * static_cast<size_t>(kv.n_kv_heads) + static_cast<size_t>(g);
       const size_t src = static_cast<size_t>(t) * row + static_cast<size_t>(g) * dim;
       const float* krow = k + src;
+      if (transform) {  // the cache's key transform (kv/key_transform.h)
+        const float* m = kv.k_shift + static_cast<size_t>(g) * dim;
+        const float* sc = kv.k_scale ? kv.k_scale + static_cast<size_t>(g) * dim : nullptr;
+        for (int d = 0; d < dim; ++d)
+          key[static_cast<size_t>(d)] = sc ? (krow[d] - m[d]) / sc[d] : krow[d] - m[d];
+        krow = key.data();
+      }
       if (rotate) {  // quantized keys are stored rotated (tensor/kv_quant.h)
-        std::copy(krow, krow + dim, rotated.begin());
-        kv_rotate_key(rotated.data(), dim);
-        krow = rotated.data();
+        if (krow != key.data()) std::copy(krow, krow + dim, key.begin());
+        kv_rotate_key(key.data(), dim);
+        krow = key.data();
       }
       WriteRow(kv.k_type, krow, dim, static_cast<uint8_t*>(kv.k) + tile * k_tile, kv.block_size,
                offset);

@@ -44,6 +44,8 @@ void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
     for (int h = 0; h < a.n_heads; ++h) {
       const int g = h / G;
       std::vector<float> q(a.q + (t * a.n_heads + h) * dim, a.q + (t * a.n_heads + h + 1) * dim);
+      if (kv.k_scale)  // keys are stored divided by the transform's scale (kv/key_transform.h)
+        for (int d = 0; d < dim; ++d) q[d] *= kv.k_scale[g * dim + d];
       if (kv_rotates_keys(kv.k_type)) kv_rotate_key(q.data(), dim);  // keys are stored rotated
       auto tile = [&](int32_t p) {
         return static_cast<size_t>(seq.block_table[p / bs]) * kv.n_kv_heads + g;
