@@ -1,6 +1,7 @@
 // Microbenchmarks for paged attention: decode (one query) and prefill, TinyLlama-1.1B shape
 // (32 query heads, 4 KV heads, head_dim 64, 16-token blocks, F16 KV). Times are per layer.
-// Args: {context or prompt length, threads}.
+// Args: {context or prompt length, threads}. BM_KVWrite: kv_write of one decode token or a
+// 512-token prompt into one layer, K and V in one dtype (the quantized formats' encoders).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -84,6 +85,34 @@ BENCHMARK(BM_AttentionPrefill)
     ->ArgNames({"tokens", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Args: {tokens, KVDType (1 f16, 2 int8, 3 fp8_e4m3, 5 int4)}.
+void BM_KVWrite(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const auto t = static_cast<KVDType>(state.range(1));
+  const int n_blocks = (n + kBlock - 1) / kBlock;
+  PagedKVLayer layer{t, t, kBlock, kKvHeads, kDim, n_blocks, nullptr, nullptr};
+  const size_t tiles = static_cast<size_t>(n_blocks) * kKvHeads;
+  std::vector<uint8_t> k(tiles * layer.k_tile_bytes()), v(tiles * layer.v_tile_bytes());
+  layer.k = k.data();
+  layer.v = v.data();
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> rows(static_cast<size_t>(n) * kKvHeads * kDim);
+  for (float& x : rows) x = nd(rng);
+  std::vector<int32_t> slots(n);
+  std::iota(slots.begin(), slots.end(), 0);
+  for (auto _ : state) {
+    kv_write(layer, rows.data(), rows.data(), slots.data(), n);
+    benchmark::DoNotOptimize(k.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_KVWrite)
+    ->ArgsProduct({{1, 512}, {1, 2, 3, 5}})
+    ->ArgNames({"tokens", "dtype"})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvasir::cpu

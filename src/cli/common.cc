@@ -249,8 +249,8 @@ void add_kv_calib_options(CLI::App* cmd, KVCalibOptions& o) {
 }
 
 void check_kv_calib(const KVCalibOptions& o) {
-  if (o.positions < 0 || o.positions > (1 << 24))
-    fail("--kv-calib-positions: expected 1..16777216, got {}", o.positions);
+  if (o.positions < 0)
+    fail("--kv-calib-positions: expected a number of positions, got {}", o.positions);
   if (o.text.empty() && o.positions != 0)
     fail("--kv-calib-positions: there is no key shift without --kv-calib");
   if (!o.text.empty() && o.text != "builtin") check_text_file(o.text, "--kv-calib text file");
@@ -263,6 +263,11 @@ std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& 
                                                           int default_positions) {
   check_kv_calib(o);
   if (o.text.empty()) return nullptr;
+  if (key_transform_kind(k) == KeyTransformKind::kNone)
+    fail(
+        "--kv-calib: the keys are stored as {}, which takes no transform (it is for int8, fp8 and "
+        "int4 keys: --kv-dtype or --cache-type-k)",
+        kv_dtype_name(k));
   const int positions = o.positions > 0 ? o.positions : default_positions;
   if (o.text == "builtin") return calibrate_key_transform(model, pool, k, positions);
   const std::vector<int32_t> ids =

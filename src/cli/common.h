@@ -135,8 +135,9 @@ struct KVCalibOptions {
   int positions = 0;  // 0: the caller's default context
 };
 void add_kv_calib_options(CLI::App* cmd, KVCalibOptions& o);
-// Checks the flags (a text file that is not readable text, positions outside 1..2^24, positions
-// without a text), then returns the transform K dtype k uses (null for none, f16 or f32 keys),
+// check_kv_calib() refuses a text file that is not readable text, negative positions and
+// positions without a text; resolve_key_transform() checks again, refuses a text for f16/f32 keys
+// (they take no transform), and returns the transform K dtype k uses (null without --kv-calib),
 // the text tokenized by `tokenizer`, for `default_positions` when none were given.
 void check_kv_calib(const KVCalibOptions& o);
 std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,

@@ -57,6 +57,12 @@ TEST(CliPerplexityKvCalib, BadValuesAreRefusedByName) {
   r = kvasir(run + "--kv-calib builtin --kv-calib-positions -3");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--kv-calib-positions"), std::string::npos) << r.err;
+  r = kvasir("perplexity -m " + stories() + " -f " + eval_text() +
+             " --ctx 256 --chunks 1 --kv-calib builtin");  // f16 keys: nothing to transform
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--kv-calib: the keys are stored as f16, which takes no transform"),
+            std::string::npos)
+      << r.err;
   r = kvasir(run + "--kv-calib-positions 512");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no key shift without --kv-calib"), std::string::npos) << r.err;

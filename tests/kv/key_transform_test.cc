@@ -69,7 +69,6 @@ TEST(KeyTransform, StorageHandsEachLayerItsRowsAndRefusesAnotherShape) {
   shape.type = {KVDType::Int4, KVDType::F16};
   {
     KVStorage plain(shape, 4, *backend);
-    EXPECT_EQ(plain.key_transform(), nullptr);
     EXPECT_EQ(plain.layer(1).k_shift, nullptr);
     EXPECT_EQ(plain.layer(1).k_scale, nullptr);
   }

@@ -98,16 +98,14 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
   // mu: the mean key before RoPE; m: mu turned by RoPE's mean rotation over 0 .. P-1.
   const std::vector<Pair> pairs = rope_pairs(model);
   const int P = positions > 0 ? positions : c.ctx_train;
-  if (P > (1 << 24)) fail("key calibration: {} positions is too many to average over", P);
+  // The mean of e^{i p theta} over p = 0 .. P-1, in closed form: e^{i (P-1) theta / 2} *
+  // sin(P theta / 2) / (P sin(theta / 2)), 1 for a pair that does not turn.
   std::vector<double> mean_cos(pairs.size()), mean_sin(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
-    double cs = 0, sn = 0;
-    for (int p = 0; p < P; ++p) {
-      cs += std::cos(p * pairs[i].theta);
-      sn += std::sin(p * pairs[i].theta);
-    }
-    mean_cos[i] = cs / P;
-    mean_sin[i] = sn / P;
+    const double th = pairs[i].theta, half = std::sin(th / 2);
+    const double amp = std::fabs(half) < 1e-300 ? 1.0 : std::sin(P * th / 2) / (P * half);
+    mean_cos[i] = amp * std::cos((P - 1) * th / 2);
+    mean_sin[i] = amp * std::sin((P - 1) * th / 2);
   }
   auto t = std::make_shared<KeyTransform>();
   t->n_layers = L;
@@ -118,6 +116,7 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
   t->source =
       source + ", " + std::to_string(T) + " tokens, shift for positions < " + std::to_string(P);
   std::vector<double> mu(stride);
+  std::vector<double> pre(static_cast<size_t>(D));
   std::vector<double> r(static_cast<size_t>(D));
   for (int l = 0; l < L; ++l) {
     const std::vector<float>& kl = keys[static_cast<size_t>(l)];
@@ -126,13 +125,14 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
       const double pos = token_pos[tok];
       for (int g = 0; g < G; ++g) {
         const float* k_row = kl.data() + (tok * G + static_cast<size_t>(g)) * D;
-        double* u = mu.data() + static_cast<size_t>(g) * D;
-        for (int d = 0; d < D; ++d) u[d] += k_row[d];
-        for (const Pair& pr : pairs) {  // undo the turn: u = R(-p theta) k for the pair
+        std::copy(k_row, k_row + D, pre.begin());
+        for (const Pair& pr : pairs) {  // undo the turn: R(-p theta) on the pair
           const double a = pos * pr.theta, x = k_row[pr.a], y = k_row[pr.b];
-          u[pr.a] += x * std::cos(a) + y * std::sin(a) - x;
-          u[pr.b] += -x * std::sin(a) + y * std::cos(a) - y;
+          pre[pr.a] = x * std::cos(a) + y * std::sin(a);
+          pre[pr.b] = -x * std::sin(a) + y * std::cos(a);
         }
+        double* u = mu.data() + static_cast<size_t>(g) * D;
+        for (int d = 0; d < D; ++d) u[d] += pre[d];
       }
     }
     float* m = t->shift.data() + stride * static_cast<size_t>(l);

@@ -8,11 +8,14 @@
 // carry large per-channel means (stories260K's last layer has channel means of -3.9, 2.7, -2.5
 // in its slow RoPE channels), and with one scale per row those means set every row's range;
 // shifting them out, and evening out the channels' spreads with s, leaves the row's quantization
-// step for the information that varies. Measured with tools/kv-sim (stories260K, ctx 256): fp8
-// e4m3 keys +0.93% -> +0.48% ΔPPL with the shift, int4 +46% -> +2.7% with shift and scale.
+// step for the information that varies. kvasir perplexity, stories260K, ctx 256, K and V in the
+// dtype, shift made for that context: fp8 e4m3 +0.99% -> +0.47% ΔPPL, int4 +26.4% -> +2.8% (shift
+// and scale). A shift made for one context can hurt another, so the transform is opt-in
+// (engine/key_calibration.h has the figures).
 //
 // The constants come from a calibration text run through the model once (engine/
-// key_calibration.h); they are fixed for the life of the cache, so a row's codes still depend
+// key_calibration.h), and are handed to the cache by its owner (ModelRunnerOptions::
+// key_transform); they are fixed for the life of the cache, so a row's codes still depend
 // only on that row: batch invariance and prefix caching hold unchanged. A transform is a property
 // of the stored rows, like the format's rotation (tensor/kv_quant.h): kv_write applies it before
 // quantizing and attention applies q * s before scoring; values are never transformed.
@@ -35,7 +38,8 @@ struct KeyTransform {
   // Same shape, or empty (s = 1): keys are divided by it, queries multiplied. Every entry is
   // finite and > 0.
   std::vector<float> scale;
-  // Where the constants came from, for logs and reports ("built-in text, 612 tokens").
+  // Where the constants came from, for reports ("the built-in calibration text, 1357 tokens,
+  // shift for positions < 256").
   std::string source;
 
   size_t layer_stride() const {

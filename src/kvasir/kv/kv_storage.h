@@ -47,8 +47,6 @@ class KVStorage {
   int64_t n_blocks() const { return n_blocks_; }
   size_t bytes() const;
   PagedKVLayer layer(int i) const { return layers_[static_cast<size_t>(i)]; }
-  // The transform the keys are stored through, or null.
-  const KeyTransform* key_transform() const { return key_transform_.get(); }
 
  private:
   KVShape shape_;

@@ -132,14 +132,21 @@ Int4Step int4_step(uint16_t scale) {
           (scale & kCoarseFlag) ? 1 : kFineUnit};
 }
 
-// Code of x on the grid (step, zero z), and its value as kv_dequantize_row computes it.
-int int4_code(float x, Int4Step st, int z) {
-  const float lo = static_cast<float>(-z) * (st.s / static_cast<float>(st.unit));
-  return std::clamp(static_cast<int>(std::nearbyint((x - lo) / st.s)), 0, 15);
-}
+// The value of code c as kv_dequantize_row computes it: one rounding of (unit c - z) x s / unit.
 float int4_value(int c, Int4Step st, int z) {
   return static_cast<float>(st.unit * c - z) * (st.s / static_cast<float>(st.unit));
 }
+
+// The encoder's view of one grid (s > 0): its lowest value and 1 / s, so that a code costs a
+// subtraction and a multiplication (the search below encodes every value 16 times).
+struct Int4Grid {
+  float lo, inv;
+  explicit Int4Grid(Int4Step st, int z)
+      : lo(static_cast<float>(-z) * (st.s / static_cast<float>(st.unit))), inv(1.0f / st.s) {}
+  int code(float x) const {
+    return std::clamp(static_cast<int>(std::nearbyint((x - lo) * inv)), 0, 15);
+  }
+};
 
 void quantize_int4_group(const float* x, int g, uint8_t* codes, uint16_t* scale, int8_t* zero) {
   const int half = (g + 1) / 2;
@@ -172,9 +179,12 @@ void quantize_int4_group(const float* x, int g, uint8_t* codes, uint16_t* scale,
       int4_params(lo + a * r, hi - b * r, &sh, &z);
       const Int4Step st = int4_step(sh);
       double err = 0;
-      for (int i = 0; i < g && st.s > 0.0f; ++i) {
-        const double e = static_cast<double>(x[i]) - int4_value(int4_code(x[i], st, z), st, z);
-        err += e * e;
+      if (st.s > 0.0f) {
+        const Int4Grid grid(st, z);
+        for (int i = 0; i < g; ++i) {
+          const double e = static_cast<double>(x[i]) - int4_value(grid.code(x[i]), st, z);
+          err += e * e;
+        }
       }
       if (err < best_err) {
         best_err = err;
@@ -189,10 +199,9 @@ void quantize_int4_group(const float* x, int g, uint8_t* codes, uint16_t* scale,
   *zero = best_z;
   const Int4Step st = int4_step(best_s);
   if (st.s == 0.0f) return;  // an all-zero group (or one whose values underflow fp16's scales)
-  for (int i = 0; i < g; ++i) {
-    const int q = int4_code(x[i], st, best_z);
-    codes[i % half] |= static_cast<uint8_t>(q << (i < half ? 0 : 4));
-  }
+  const Int4Grid grid(st, best_z);
+  for (int i = 0; i < g; ++i)
+    codes[i % half] |= static_cast<uint8_t>(grid.code(x[i]) << (i < half ? 0 : 4));
 }
 
 }  // namespace

@@ -13,11 +13,14 @@
 //              cvt.rn.satfinite does; one fp16 scale per row (amax / 448, rounded up).
 //   fp8_e5m2   the same with E5M2 (bias 15, max 57344); scale amax / 57344.
 //   int4       asymmetric in groups of 32 values along the head (the whole head when it is
-//              shorter; the last group may be shorter): x ~= s * (c - z / 8), c in [0, 15]; per
-//              group an fp16 scale s and an int8 zero point z in eighths of s. They cover the
+//              shorter; the last group may be shorter): x ~= s * (c - z / u), c in [0, 15]; per
+//              group an fp16 scale s and an int8 zero point z in units of s / u. They cover the
 //              group's own range lo..hi (0 need not be in it) or, when that has less squared
-//              error, a range clipped by 3-10% at either end: s = max((hi - lo) / (15 - 1/16),
-//              |lo| * 8 / 127) rounded up, z = round(-lo * 8 / s). The codes of a group of g
+//              error, a range clipped by 3-10% at either end. u = 8 (the grid starts within s/16
+//              of lo): s = max((hi - lo) / (15 - 1/16), |lo| * 8 / 127) rounded up, z =
+//              round(-lo * 8 / s); u = 1 when a group lies so far from 0 for its spread that
+//              whole steps give a smaller s (s = max((hi - lo) / 14.5, |lo| / 127), z =
+//              round(-lo / s)), flagged by the stored scale's sign bit. The codes of a group of g
 //              values take ceil(g/2) bytes: byte j holds value j in its low nibble and value j +
 //              ceil(g/2) in its high nibble (ggml's Q4_0 order). Meta: the fp16 scales of all
 //              groups, then the zero points.
@@ -71,7 +74,7 @@ KVRowLayout kv_row_layout(KVDType t, int head_dim);
 // attention output is then NaN, as it would be with the value itself in an f16 cache.
 void kv_quantize_row(KVDType t, const float* x, int head_dim, void* codes, void* meta);
 // The exact values the attention kernels compute from a stored row: for int8 fl(c * s), fp8
-// fl(fp8(c) * s), int4 fl((8c - z) * (s / 8)) (one rounding each), f16/f32 the stored value.
+// fl(fp8(c) * s), int4 fl((u c - z) * (s / u)) (one rounding each), f16/f32 the stored value.
 void kv_dequantize_row(KVDType t, const void* codes, const void* meta, int head_dim, float* out);
 
 // Keys in int8 and int4 are stored rotated: the row is multiplied by the orthonormal
