@@ -3,12 +3,14 @@
 // synth's vocabulary before a model without a tokenizer is written, quantize's already quantized
 // weights before they are quantized twice.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "cli_test_util.h"
 
@@ -73,12 +75,41 @@ TEST(CliInputs, RunRefusesABinaryPromptFile) {
   EXPECT_TRUE(has(r.err, "not UTF-8 text")) << r.err;
 }
 
+// True when synth's upward search from `dir` would find the SPM vocabulary.
+bool shared_vocab_above(const std::filesystem::path& dir) {
+  for (std::filesystem::path d = dir; !d.empty(); d = d.parent_path()) {
+    std::error_code ec;
+    if (std::filesystem::exists(d / "shared" / "models" / "vocab" / "ggml-vocab-llama-spm.gguf",
+                                ec))
+      return true;
+    if (d == d.parent_path()) break;
+  }
+  return false;
+}
+
+// A new, empty folder from which synth's upward search finds no vocabulary; "" when none.
+std::string folder_without_shared_vocab_above() {
+  std::vector<std::string> bases = {test_util::temp_dir("kvasir-cli"), "/var/tmp", "/dev/shm"};
+  if (const char* home = std::getenv("HOME"); home && *home) bases.emplace_back(home);
+  for (const std::string& base : bases) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(base, ec) || shared_vocab_above(base)) continue;
+    std::string tmpl = base + "/kvasir-synth-elsewhere-XXXXXX";
+    if (::mkdtemp(tmpl.data())) return tmpl;
+  }
+  return "";
+}
+
 TEST(CliInputs, SynthNeverWritesAModelWithoutATokenizerUnasked) {
   // A copy of the binary in a folder with no shared/models above it, run there with no
   // KVASIR_MODELS: the vocabulary cannot be found, and synth refuses, naming what to pass.
-  // Before, it wrote a model without a tokenizer and said nothing.
-  const std::string dir = tmp("synth-elsewhere");
-  std::filesystem::create_directories(dir);
+  // Before, it wrote a model without a tokenizer and said nothing. The scratch folder may itself
+  // lie below a shared/models (CI keeps shared/ in /tmp), so the first scratch base with none
+  // above it is taken.
+  const std::string dir = folder_without_shared_vocab_above();
+  if (dir.empty())
+    GTEST_SKIP() << "every scratch base (the test temp dir, /var/tmp, /dev/shm, $HOME) has a "
+                    "shared/models/vocab above it";
   const std::string copy = dir + "/kvasir";
   std::filesystem::copy_file(bin(), copy, std::filesystem::copy_options::overwrite_existing);
   const std::string out = dir + "/m.gguf";
@@ -109,8 +140,7 @@ TEST(CliInputs, SynthNeverWritesAModelWithoutATokenizerUnasked) {
   r = synth("-u KVASIR_MODELS", "--no-vocab");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(has(kvasir("inspect " + q(out)).out, "tokenizer.ggml.tokens"));
-  std::filesystem::remove(out);
-  std::filesystem::remove(copy);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliInputs, QuantizeTakesTypesInAnyCaseAndRefusesToRequantize) {
