@@ -659,6 +659,131 @@ TEST(KVWrite, F16IsBitIdenticalToScalarConversion) {
   });
 }
 
+// Rows that stress each encoder: Gaussian, one large channel (RoPE'd keys), far from 0 for
+// their spread (int4's whole-step mode), constant, all zero, tiny (fp16 scale underflow), huge
+// (scale saturation), random finite bit patterns, and ones holding a NaN or an infinity.
+std::vector<std::vector<float>> encoder_rows(int dim, std::mt19937& rng) {
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::vector<std::vector<float>> rows;
+  auto row = [&](auto f) {
+    std::vector<float> r(static_cast<size_t>(dim));
+    for (int i = 0; i < dim; ++i) r[static_cast<size_t>(i)] = f(i);
+    rows.push_back(std::move(r));
+  };
+  for (int rep = 0; rep < 40; ++rep) {
+    row([&](int) { return n01(rng); });
+    row([&](int i) { return i == rep % dim ? 40.0f * n01(rng) : n01(rng); });
+    row([&](int) { return 30.0f + 0.1f * n01(rng); });
+    row([&](int) { return -7.0f + n01(rng); });
+    row([&](int) { return 1e-6f * n01(rng); });
+    row([&](int) { return 1e9f * n01(rng); });
+    row([&](int) {
+      for (;;) {
+        const uint32_t bits = rng();
+        float f;
+        std::memcpy(&f, &bits, 4);
+        if (std::isfinite(f)) return f;
+      }
+    });
+  }
+  row([](int) { return 0.25f; });
+  row([](int) { return 0.0f; });
+  row([](int i) { return i % 2 ? -0.0f : 0.0f; });
+  row([](int i) { return i == 1 ? NAN : 1.0f; });
+  row([](int i) { return i == 0 ? -INFINITY : 1.0f; });
+  return rows;
+}
+
+TEST(KVWrite, QuantizedRowsAreTheReferenceQuantizersBytes) {
+  // The SIMD encoders must write exactly kv_quantize_row's codes and scales on every target, for
+  // head sizes that take the vector path (multiples of 8), a vector body with a scalar tail (12,
+  // 20) and int4's reference fallback (36, 3).
+  std::mt19937 rng(5);
+  for (KVDType t : {KVDType::Int8, KVDType::FP8E4M3, KVDType::FP8E5M2, KVDType::Int4}) {
+    for (int dim : {8, 16, 24, 32, 40, 64, 128, 12, 20, 36, 3}) {
+      const std::vector<std::vector<float>> rows = encoder_rows(dim, rng);
+      const int64_t n = static_cast<int64_t>(rows.size());
+      std::vector<float> flat;
+      for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+      const KVRowLayout L = kv_row_layout(t, dim);
+      std::vector<float> k(static_cast<size_t>(n * dim));
+      std::vector<uint8_t> v(L.bytes() * static_cast<size_t>(n));
+      // One slot per block, one KV head: tile t holds row t's codes, then its meta. V is not
+      // rotated, so its bytes are kv_quantize_row's of the row itself.
+      PagedKVLayer l{KVDType::F32, t, 1, 1, dim, n, k.data(), v.data()};
+      std::vector<int32_t> slots(static_cast<size_t>(n));
+      std::iota(slots.begin(), slots.end(), 0);
+      std::vector<uint8_t> want(L.bytes());
+      for_each_target([&] {
+        std::fill(v.begin(), v.end(), uint8_t{0xcd});
+        kv_write(l, flat.data(), flat.data(), slots.data(), n);
+        for (int64_t r = 0; r < n; ++r) {
+          kv_quantize_row(t, rows[static_cast<size_t>(r)].data(), dim, want.data(),
+                          want.data() + L.code_bytes);
+          const uint8_t* got = v.data() + static_cast<size_t>(r) * L.bytes();
+          ASSERT_EQ(std::memcmp(got, want.data(), L.bytes()), 0)
+              << kv_dtype_name(t) << " dim " << dim << " row " << r;
+        }
+      });
+    }
+  }
+}
+
+TEST(KVWrite, Fp8EncodesEveryCodeAndTieLikeTheReference) {
+  // A row whose largest value is the format's maximum has scale 1 exactly, so its values are
+  // converted as they are: every fp8 code's value, the midpoints between neighbours (ties to
+  // even) and the floats next to them, and values far below the subnormal quantum. (Saturation
+  // needs a clamped scale: the huge rows of QuantizedRowsAreTheReferenceQuantizersBytes.)
+  for (KVDType t : {KVDType::FP8E4M3, KVDType::FP8E5M2}) {
+    const bool e4 = t == KVDType::FP8E4M3;
+    const float top = e4 ? 448.0f : 57344.0f;
+    auto dec = [&](int c) {
+      return e4 ? e4m3_to_fp32(static_cast<uint8_t>(c)) : e5m2_to_fp32(static_cast<uint8_t>(c));
+    };
+    const int max_code = e4 ? 0x7e : 0x7b;
+    std::vector<float> vals;
+    for (int c = 0; c < max_code; ++c) {
+      const float a = dec(c);
+      const float mid = 0.5f * (a + dec(c + 1));
+      for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, top)}) {
+        vals.push_back(f);
+        vals.push_back(-f);
+      }
+    }
+    for (float f : {top, std::nextafter(top, 0.0f), 1e-30f, 1e-45f}) {  // and below the quantum
+      vals.push_back(f);
+      vals.push_back(-f);
+    }
+    const int dim = 63;  // + the maximum in each row: 64
+    std::vector<float> flat;
+    int64_t n = 0;
+    for (size_t i = 0; i < vals.size(); i += dim, ++n) {
+      flat.push_back(top);
+      for (size_t j = i; j < i + dim; ++j) flat.push_back(j < vals.size() ? vals[j] : 0.0f);
+    }
+    const KVRowLayout L = kv_row_layout(t, dim + 1);
+    std::vector<float> k(flat.size());
+    std::vector<uint8_t> v(L.bytes() * static_cast<size_t>(n));
+    PagedKVLayer l{KVDType::F32, t, 1, 1, dim + 1, n, k.data(), v.data()};
+    std::vector<int32_t> slots(static_cast<size_t>(n));
+    std::iota(slots.begin(), slots.end(), 0);
+    for_each_target([&] {
+      kv_write(l, flat.data(), flat.data(), slots.data(), n);
+      for (int64_t r = 0; r < n; ++r) {
+        uint16_t sh;
+        std::memcpy(&sh, v.data() + static_cast<size_t>(r) * L.bytes() + L.code_bytes, 2);
+        ASSERT_EQ(fp16_to_fp32(sh), 1.0f);
+        for (int j = 0; j <= dim; ++j) {
+          const float f = flat[static_cast<size_t>(r * (dim + 1) + j)];
+          const uint8_t want = e4 ? fp32_to_e4m3(f) : fp32_to_e5m2(f);
+          ASSERT_EQ(v[static_cast<size_t>(r) * L.bytes() + static_cast<size_t>(j)], want)
+              << kv_dtype_name(t) << " " << std::hexfloat << f;
+        }
+      }
+    });
+  }
+}
+
 TEST(KVWrite, PlacesRowsInTheirSlots) {
   // 3 blocks of 4 tokens, 2 KV heads of dim 3 (odd: scalar tail), F32.
   const int bs = 4, nkv = 2, dim = 3;

@@ -1,6 +1,6 @@
 // Reference quantizer and dequantizer of the KV cache's element formats (kv_quant.h). Scalar on
-// purpose: kv_write() calls these for the few rows a step adds (a decode step quantizes n_layers
-// x n_kv_heads x 2 rows per token), and they define the values the SIMD readers must reproduce.
+// purpose: they define the values; kv_write()'s SIMD encoders (kernels/cpu/attention_kv_write.cc)
+// reproduce their bytes exactly and use the scalar parts exported here (row scales, int4 grids).
 // FP8 encoding is written here because no Debian-packaged library converts to E4M3/E5M2 with
 // Hopper's saturating round-to-nearest-even.
 #include "kvasir/tensor/kv_quant.h"
@@ -137,16 +137,30 @@ float int4_value(int c, Int4Step st, int z) {
   return static_cast<float>(st.unit * c - z) * (st.s / static_cast<float>(st.unit));
 }
 
-// The encoder's view of one grid (s > 0): its lowest value and 1 / s, so that a code costs a
-// subtraction and a multiplication (the search below encodes every value 16 times).
-struct Int4Grid {
-  float lo, inv;
-  explicit Int4Grid(Int4Step st, int z)
-      : lo(static_cast<float>(-z) * (st.s / static_cast<float>(st.unit))), inv(1.0f / st.s) {}
-  int code(float x) const {
-    return std::clamp(static_cast<int>(std::nearbyint((x - lo) * inv)), 0, 15);
+KVInt4Grid int4_grid(float lo, float hi) {
+  KVInt4Grid gr;
+  int4_params(lo, hi, &gr.scale, &gr.zero);
+  const Int4Step st = int4_step(gr.scale);
+  gr.s = st.s;
+  gr.unit = static_cast<float>(st.unit);
+  gr.step = st.s / gr.unit;
+  if (st.s > 0.0f) {
+    gr.lo = static_cast<float>(-gr.zero) * gr.step;
+    gr.inv = 1.0f / st.s;
   }
-};
+  return gr;
+}
+
+// The value of code c under a grid, as kv_dequantize_row computes it.
+float fl_int4_value(const KVInt4Grid& gr, int c) {
+  return (gr.unit * static_cast<float>(c) - static_cast<float>(gr.zero)) * gr.step;
+}
+
+int int4_code(const KVInt4Grid& gr, float x) {
+  // Clamped as a float: a value far outside the grid (a group of huge values) must not overflow
+  // the conversion to int.
+  return static_cast<int>(std::clamp(std::nearbyint((x - gr.lo) * gr.inv), 0.0f, 15.0f));
+}
 
 void quantize_int4_group(const float* x, int g, uint8_t* codes, uint16_t* scale, int8_t* zero) {
   const int half = (g + 1) / 2;
@@ -156,55 +170,74 @@ void quantize_int4_group(const float* x, int g, uint8_t* codes, uint16_t* scale,
     *zero = 0;
     return;
   }
+  KVInt4Grid grids[kKVInt4MaxGrids];
+  const int n = kv_int4_grids(x, g, grids);
+  int best = 0;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (int k = 0; k < n; ++k) {
+    const float err = kv_int4_sq_error(x, g, grids[k]);
+    if (err < best_err) {
+      best_err = err;
+      best = k;
+    }
+  }
+  const KVInt4Grid& gr = grids[best];
+  *scale = gr.scale;
+  *zero = gr.zero;
+  if (gr.s == 0.0f) return;  // an all-zero group (or one whose values underflow fp16's scales)
+  for (int i = 0; i < g; ++i)
+    codes[i % half] |= static_cast<uint8_t>(int4_code(gr, x[i]) << (i < half ? 0 : 4));
+}
+
+}  // namespace
+
+uint16_t kv_row_scale(KVDType t, const float* x, int n) {
+  switch (t) {
+    case KVDType::Int8:
+      return row_scale(x, n, 127.0f);
+    case KVDType::FP8E4M3:
+      return row_scale(x, n, kE4M3.max_finite);
+    case KVDType::FP8E5M2:
+      return row_scale(x, n, kE5M2.max_finite);
+    default:
+      fail("kv_row_scale: {} has no row scale", kv_dtype_name(t));
+  }
+}
+
+int kv_int4_grids(const float* x, int g, KVInt4Grid* out) {
   // The group's own range lo..hi (0 need not be in it: keys shifted by their calibrated mean,
   // kv/key_transform.h, are not centred on 0 row by row), then the clipped ranges
-  // lo + a r .. hi - b r (a, b in {0, 3%, 6%, 10%} of the range r): the one with the least
-  // squared error is kept, as llama.cpp's k-quants search their scales (stories260K int4 keys:
-  // +2.4% -> +2.15% ΔPPL in tools/kv-sim). Ties keep the earlier candidate, the full range first.
+  // lo + a r .. hi - b r (a, b in {0, 3%, 6%, 10%} of the range r), as llama.cpp's k-quants
+  // search their scales (stories260K int4 keys: +2.4% -> +2.15% ΔPPL in tools/kv-sim).
   float lo = x[0];
   float hi = x[0];
   for (int i = 1; i < g; ++i) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
   }
-  static constexpr float kClip[] = {0.0f, 0.03f, 0.06f, 0.1f};
   const float r = hi - lo;
-  uint16_t best_s = 0;
-  int8_t best_z = 0;
-  double best_err = std::numeric_limits<double>::infinity();
-  for (float a : kClip) {
-    for (float b : kClip) {
-      uint16_t sh;
-      int8_t z;
-      int4_params(lo + a * r, hi - b * r, &sh, &z);
-      const Int4Step st = int4_step(sh);
-      double err = 0;
-      if (st.s > 0.0f) {
-        const Int4Grid grid(st, z);
-        for (int i = 0; i < g; ++i) {
-          const double e = static_cast<double>(x[i]) - int4_value(grid.code(x[i]), st, z);
-          err += e * e;
-        }
-      }
-      if (err < best_err) {
-        best_err = err;
-        best_s = sh;
-        best_z = z;
-      }
-      if (r == 0.0f) break;  // nothing to clip
-    }
-    if (r == 0.0f) break;
+  if (r == 0.0f) {  // nothing to clip
+    out[0] = int4_grid(lo, hi);
+    return 1;
   }
-  *scale = best_s;
-  *zero = best_z;
-  const Int4Step st = int4_step(best_s);
-  if (st.s == 0.0f) return;  // an all-zero group (or one whose values underflow fp16's scales)
-  const Int4Grid grid(st, best_z);
-  for (int i = 0; i < g; ++i)
-    codes[i % half] |= static_cast<uint8_t>(grid.code(x[i]) << (i < half ? 0 : 4));
+  static constexpr float kClip[] = {0.0f, 0.03f, 0.06f, 0.1f};
+  int n = 0;
+  for (float a : kClip)
+    for (float b : kClip) out[n++] = int4_grid(lo + a * r, hi - b * r);
+  return n;
 }
 
-}  // namespace
+float kv_int4_sq_error(const float* x, int g, const KVInt4Grid& gr) {
+  if (gr.s == 0.0f) return 0.0f;
+  float lane[8] = {};
+  for (int i = 0; i < g; ++i) {
+    const float e = x[i] - fl_int4_value(gr, int4_code(gr, x[i]));
+    lane[i % 8] += e * e;
+  }
+  float sum = 0.0f;
+  for (float v : lane) sum += v;
+  return sum;
+}
 
 uint8_t fp32_to_e4m3(float f) {
   return fp32_to_fp8(f, kE4M3);

@@ -91,6 +91,30 @@ bool kv_rotates_keys(KVDType t);
 void kv_rotate_key(float* x, int head_dim);
 int kv_rotation_block(int head_dim);
 
+// The encoder's parts that kv_write's SIMD path (kernels/cpu/attention_kv_write.cc) shares, so
+// that it writes the reference's bytes exactly.
+//
+// The fp16 scale of an int8 / fp8 row: amax / top rounded up (top 127, 448 or 57344); NaN (0x7e00)
+// when the row holds a NaN or an infinity.
+uint16_t kv_row_scale(KVDType t, const float* x, int n);
+// One int4 grid the encoder tries for a group: its stored scale and zero point, and what encoding
+// and decoding with it cost: code = clamp(nearbyint((x - lo) * inv), 0, 15) and value =
+// fl(fl(unit c - zero) * step), step = s / unit. s == 0 (an all-zero group, or one below fp16's
+// scales) encodes every value as code 0, with no error counted.
+struct KVInt4Grid {
+  uint16_t scale = 0;  // with the whole-step flag (sign bit)
+  int8_t zero = 0;
+  float s = 0.0f, unit = 0.0f, step = 0.0f, lo = 0.0f, inv = 0.0f;
+};
+constexpr int kKVInt4MaxGrids = 16;
+// The grids tried for a finite group of g values, the full range lo..hi first, then the clipped
+// ones (kv_quant.cc); returns how many (1 when the group is constant).
+int kv_int4_grids(const float* x, int g, KVInt4Grid* out);
+// A grid's squared error over the group, summed in float in a fixed order that 8-lane SIMD
+// reproduces: lane j (0..7) adds the values j, j + 8, ... in turn, then the lanes are added 0 to 7.
+// The encoder keeps the first grid with the least error.
+float kv_int4_sq_error(const float* x, int g, const KVInt4Grid& grid);
+
 // FP8 conversions (round to nearest even, saturating to the largest finite value; NaN stays NaN).
 uint8_t fp32_to_e4m3(float f);
 uint8_t fp32_to_e5m2(float f);

@@ -1,18 +1,28 @@
 // kv_write(): stores new K/V rows into their paged-cache slots (contract in attention.h).
-// The quantized formats go through the reference quantizer of tensor/kv_quant.h, keys after
-// their transform ((k - shift) / scale, kv/key_transform.h) and then their rotation
-// (kv_rotate_key).
+// Keys go through their transform ((k - shift) / scale, kv/key_transform.h) and then their
+// rotation (kv_rotate_key) first.
 //
 // F16 uses the F16C conversion (round to nearest even) on AVX2/AVX-512. It matches
 // kvasir::fp32_to_fp16 bit for bit except for NaN payloads, so NaN lanes are first replaced by a
 // quiet NaN of the same sign whose conversion is exactly fp32_to_fp16's 0x7e00 | sign. The scalar
 // target (no F16C) calls fp32_to_fp16 directly.
+//
+// The quantized formats (tensor/kv_quant.h) are encoded here with 8-lane float vectors on AVX2 and
+// AVX-512 and write exactly the reference quantizer's bytes (kv_quantize_row; the tests compare
+// them on every target): every step is an exact IEEE operation (division by the row scale,
+// round-to-nearest-even, fp8 rounding done on the float's bits), and int4's grid search sums its
+// squared errors in the lane order kv_int4_sq_error defines. The scalar parts (row scales, the
+// int4 grids) are the reference's own. Other targets, and int4 rows whose head size is not a
+// multiple of 8, call the reference. BM_KVWrite (bench/micro/attention_bench.cc) measures them.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kvasir/kernels/cpu/attention.h"
+#include "kvasir/tensor/dtype.h"
 #include "kvasir/util/error.h"
 
 #ifndef HWY_DISABLED_TARGETS
@@ -48,28 +58,205 @@ void F32ToF16Row(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, size
   for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
 }
 
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128  // the SIMD encoders
+// Eight float lanes on every SIMD target: int4's error sums must follow kv_int4_sq_error's lanes.
+using D8 = hn::CappedTag<float, 8>;
+
+bool ValidScale(float s) {
+  return s > 0.0f && std::isfinite(s);
+}
+
+// int8: c = clamp(nearbyint(x / s), -127, 127).
+void Int8Row(const float* HWY_RESTRICT x, int dim, int8_t* HWY_RESTRICT c, uint8_t* meta) {
+  const uint16_t sh = kv_row_scale(KVDType::Int8, x, dim);
+  std::memcpy(meta, &sh, 2);
+  const float s = fp16_to_fp32(sh);
+  if (!ValidScale(s)) {
+    std::memset(c, 0, static_cast<size_t>(dim));
+    return;
+  }
+  const D8 d;
+  const hn::RebindToSigned<D8> di;
+  const hn::Rebind<int8_t, decltype(di)> d8;
+  const auto vs = hn::Set(d, s);
+  const auto lo = hn::Set(d, -127.0f);
+  const auto hi = hn::Set(d, 127.0f);
+  int i = 0;
+  for (; i + 8 <= dim; i += 8) {
+    const auto q = hn::Min(hn::Max(hn::Round(hn::Div(hn::LoadU(d, x + i), vs)), lo), hi);
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, q)), d8, c + i);
+  }
+  for (; i < dim; ++i)
+    c[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] / s), -127.0f, 127.0f));
+}
+
+// fp8 with M mantissa bits and exponent bias B: y = x / s rounded to nearest even on the float's
+// bits (binades from the smallest normal up; below it, in multiples of the subnormal quantum
+// 2^(1 - B - M), an exact scaling), saturated to the largest finite code, with y's sign.
+template <int M, int B, uint32_t kMaxCode>
+void Fp8Row(KVDType t, const float* HWY_RESTRICT x, int dim, uint8_t* HWY_RESTRICT c,
+            uint8_t* meta) {
+  const uint16_t sh = kv_row_scale(t, x, dim);
+  std::memcpy(meta, &sh, 2);
+  const float s = fp16_to_fp32(sh);
+  if (!ValidScale(s)) {
+    std::memset(c, 0, static_cast<size_t>(dim));
+    return;
+  }
+  const D8 d;
+  const hn::RebindToUnsigned<D8> du;
+  const hn::RebindToSigned<D8> di;
+  const hn::Rebind<uint8_t, decltype(di)> d8;
+  constexpr int kDrop = 23 - M;  // float mantissa bits below fp8's
+  const auto vs = hn::Set(d, s);
+  const auto min_normal = hn::Set(d, std::ldexp(1.0f, 1 - B));
+  const auto to_sub = hn::Set(d, std::ldexp(1.0f, B - 1 + M));
+  const auto half_m1 = hn::Set(du, (1u << (kDrop - 1)) - 1);
+  const auto one = hn::Set(du, 1u);
+  const auto rebias = hn::Set(du, static_cast<uint32_t>(127 - B) << M);
+  const auto max_code = hn::Set(du, kMaxCode);
+  const auto sign_bit = hn::Set(du, 0x80u);
+  int i = 0;
+  for (; i + 8 <= dim; i += 8) {
+    const auto y = hn::Div(hn::LoadU(d, x + i), vs);
+    const auto sign = hn::And(hn::ShiftRight<24>(hn::BitCast(du, y)), sign_bit);
+    const auto a = hn::Abs(y);
+    const auto ab = hn::BitCast(du, a);
+    const auto lsb = hn::And(hn::ShiftRight<kDrop>(ab), one);
+    const auto normal = hn::Sub(hn::ShiftRight<kDrop>(hn::Add(hn::Add(ab, half_m1), lsb)), rebias);
+    const auto sub = hn::BitCast(du, hn::ConvertTo(di, hn::Round(hn::Mul(a, to_sub))));
+    const auto code =
+        hn::Min(hn::IfThenElse(hn::RebindMask(du, hn::Lt(a, min_normal)), sub, normal), max_code);
+    hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, hn::Or(code, sign))), d8, c + i);
+  }
+  for (; i < dim; ++i) {
+    const float y = x[i] / s;
+    c[i] = t == KVDType::FP8E4M3 ? fp32_to_e4m3(y) : fp32_to_e5m2(y);
+  }
+}
+
+// The int4 codes of g values (g a multiple of 8) under a grid, and their squared error.
+struct Int4Lanes {
+  hn::Vec<D8> lo, inv, unit, zero, step, top;
+  explicit Int4Lanes(const KVInt4Grid& gr)
+      : lo(hn::Set(D8(), gr.lo)),
+        inv(hn::Set(D8(), gr.inv)),
+        unit(hn::Set(D8(), gr.unit)),
+        zero(hn::Set(D8(), static_cast<float>(gr.zero))),
+        step(hn::Set(D8(), gr.step)),
+        top(hn::Set(D8(), 15.0f)) {}
+  hn::Vec<D8> code(hn::Vec<D8> v) const {
+    return hn::Min(hn::Max(hn::Round(hn::Mul(hn::Sub(v, lo), inv)), hn::Zero(D8())), top);
+  }
+};
+
+float Int4SqError(const float* HWY_RESTRICT x, int g, const KVInt4Grid& gr) {
+  if (gr.s == 0.0f) return 0.0f;
+  const D8 d;
+  const Int4Lanes L(gr);
+  auto acc = hn::Zero(d);
+  for (int i = 0; i < g; i += 8) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto e = hn::Sub(v, hn::Mul(hn::Sub(hn::Mul(L.unit, L.code(v)), L.zero), L.step));
+    acc = hn::Add(acc, hn::Mul(e, e));
+  }
+  HWY_ALIGN float lane[8];
+  hn::Store(acc, d, lane);
+  float sum = 0.0f;
+  for (float v : lane) sum += v;
+  return sum;
+}
+
+void Int4Group(const float* HWY_RESTRICT x, int g, uint8_t* HWY_RESTRICT codes, uint8_t* scale,
+               int8_t* zero) {
+  const int half = g / 2;
+  bool finite = true;
+  for (int i = 0; i < g; ++i) finite &= std::isfinite(x[i]);
+  if (!finite) {
+    const uint16_t nan = 0x7e00;
+    std::memcpy(scale, &nan, 2);
+    *zero = 0;
+    std::memset(codes, 0, static_cast<size_t>(half));
+    return;
+  }
+  KVInt4Grid grids[kKVInt4MaxGrids];
+  const int n = kv_int4_grids(x, g, grids);
+  int best = 0;
+  float best_err = INFINITY;
+  for (int k = 0; k < n; ++k) {
+    const float err = Int4SqError(x, g, grids[k]);
+    if (err < best_err) {
+      best_err = err;
+      best = k;
+    }
+  }
+  const KVInt4Grid& gr = grids[best];
+  std::memcpy(scale, &gr.scale, 2);
+  *zero = gr.zero;
+  if (gr.s == 0.0f) {
+    std::memset(codes, 0, static_cast<size_t>(half));
+    return;
+  }
+  const D8 d;
+  const hn::RebindToSigned<D8> di;
+  const hn::Rebind<uint8_t, decltype(di)> d8;
+  const Int4Lanes L(gr);
+  HWY_ALIGN uint8_t q[32];
+  for (int i = 0; i < g; i += 8)
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, L.code(hn::LoadU(d, x + i)))), d8, q + i);
+  for (int j = 0; j < half; ++j) codes[j] = static_cast<uint8_t>(q[j] | q[j + half] << 4);
+}
+
+void Int4Row(const float* HWY_RESTRICT x, int dim, uint8_t* HWY_RESTRICT c, uint8_t* meta) {
+  const KVRowLayout L = kv_row_layout(KVDType::Int4, dim);
+  auto* zeros = reinterpret_cast<int8_t*>(meta + 2 * static_cast<size_t>(L.n_groups));
+  for (int gi = 0; gi < L.n_groups; ++gi) {
+    const int g0 = gi * L.group;
+    const int g = std::min(L.group, dim - g0);
+    Int4Group(x + g0, g, c, meta + 2 * gi, zeros + gi);
+    c += g / 2;
+  }
+}
+#endif  // SIMD encoders
+
 // One row (token, KV head) of K or V into its tile (block, head): codes at row `offset`, then,
 // for the quantized formats, its scales after the tile's block_size rows of codes.
 void WriteRow(KVDType type, const float* HWY_RESTRICT src, int dim, uint8_t* tile, int bs,
               size_t offset) {
-  switch (type) {
-    case KVDType::F16:
-      F32ToF16Row(src, reinterpret_cast<uint16_t*>(tile) + offset * dim, static_cast<size_t>(dim));
-      return;
-    case KVDType::F32: {
-      float* d = reinterpret_cast<float*>(tile) + offset * dim;
-      for (int i = 0; i < dim; ++i) d[i] = src[i];
-      return;
-    }
-    default: {
-      // The reference quantizer (tensor/kv_quant.cc): a step adds few rows, and it defines the
-      // format bit for bit.
-      const KVRowLayout L = kv_row_layout(type, dim);
-      kv_quantize_row(type, src, dim, tile + offset * L.code_bytes,
-                      tile + static_cast<size_t>(bs) * L.code_bytes + offset * L.meta_bytes);
-      return;
-    }
+  if (type == KVDType::F16) {
+    F32ToF16Row(src, reinterpret_cast<uint16_t*>(tile) + offset * dim, static_cast<size_t>(dim));
+    return;
   }
+  if (type == KVDType::F32) {
+    float* d = reinterpret_cast<float*>(tile) + offset * dim;
+    for (int i = 0; i < dim; ++i) d[i] = src[i];
+    return;
+  }
+  const KVRowLayout L = kv_row_layout(type, dim);
+  uint8_t* codes = tile + offset * L.code_bytes;
+  uint8_t* meta = tile + static_cast<size_t>(bs) * L.code_bytes + offset * L.meta_bytes;
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  switch (type) {
+    case KVDType::Int8:
+      Int8Row(src, dim, reinterpret_cast<int8_t*>(codes), meta);
+      return;
+    case KVDType::FP8E4M3:
+      Fp8Row<3, 7, 0x7e>(type, src, dim, codes, meta);
+      return;
+    case KVDType::FP8E5M2:
+      Fp8Row<2, 15, 0x7b>(type, src, dim, codes, meta);
+      return;
+    case KVDType::Int4:
+      if (dim % 8 == 0) {
+        Int4Row(src, dim, codes, meta);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+#endif
+  kv_quantize_row(type, src, dim, codes, meta);  // the reference quantizer (tensor/kv_quant.cc)
 }
 
 void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
