@@ -298,25 +298,41 @@ TEST(Attention, Avx3GivesAvx2sBits) {
 TEST(Attention, QuantizedValuesReadBackExactlyAsTheReferenceDequantizer) {
   // Position 0 sees key 0 alone: out = 1 * V_0 / 1, so the kernel's output is its dequantized V
   // row itself, which must be kv_dequantize_row's bit for bit (the SIMD readers are exact
-  // rewrites of code x scale), on every target. K goes through the same reader.
+  // rewrites of code x scale), on every target. K goes through the same reader. Head sizes: the
+  // vector readers (16, 48, 64, 128: int4 groups of 16 and 32, and a 32 + 16 tail), ragged ones
+  // (8, 36); int4 also with V far from 0 in its first 32 channels (whole-step groups).
   ThreadPool pool(1);
+  struct Case {
+    KVCacheType t;
+    float v_offset;
+  };
   for_each_target([&] {
-    for (KVCacheType t :
-         {kInt8, kE4M3, kE5M2, kInt4, KVCacheType{KVDType::Int8, KVDType::FP8E4M3}}) {
-      for (int dim : {8, 36, 64, 128}) {
+    for (Case c : {Case{kInt8, 0}, Case{kE4M3, 0}, Case{kE5M2, 0}, Case{kInt4, 0},
+                   Case{kInt4, 40.0f}, Case{KVCacheType{KVDType::Int8, KVDType::FP8E4M3}, 0}}) {
+      const KVCacheType t = c.t;
+      for (int dim : {8, 16, 36, 48, 64, 128}) {
         World w(4, 2, dim, t, {3}, 30 + dim);
+        if (c.v_offset != 0.0f) {
+          for (size_t i = 0; i < w.v_of[0].size(); ++i)
+            if (static_cast<int>(i % static_cast<size_t>(dim)) < 32) w.v_of[0][i] += c.v_offset;
+          w.write(w.layer, 0, 0, 3);
+        }
         Batch b(w, {{0, 0}});
         attention(w.layer, b.args, pool);
         const KVRowLayout L = kv_row_layout(t.v, dim);
+        bool whole_step = false;
         for (int g = 0; g < 2; ++g) {
           const size_t tile = static_cast<size_t>(w.tables[0][0]) * 2 + g;
           const uint8_t* base = w.vbuf.data() + tile * w.layer.v_tile_bytes();
+          const uint8_t* meta = base + w.block_size * L.code_bytes;
+          if (t.v == KVDType::Int4) whole_step |= (meta[1] & 0x80) != 0;  // group 0's flag
           std::vector<float> want(dim);
-          kv_dequantize_row(t.v, base, base + w.block_size * L.code_bytes, dim, want.data());
+          kv_dequantize_row(t.v, base, meta, dim, want.data());
           for (int h = 2 * g; h < 2 * g + 2; ++h)
             for (int d = 0; d < dim; ++d)
               ASSERT_EQ(b.out[h * dim + d], want[d]) << t.name() << " dim " << dim << " d " << d;
         }
+        EXPECT_EQ(whole_step, c.v_offset != 0.0f) << t.name() << " dim " << dim;
       }
     }
   });

@@ -288,6 +288,44 @@ void TileRowsToF32(KVDType t, const uint8_t* HWY_RESTRICT tile, int rows, int di
         i = dim;
         break;
       }
+      case KVDType::Int4: {
+        // Groups whose halves are whole 8-lane chunks (sizes a multiple of 16): chunk k of a
+        // group of g is the low nibbles of bytes 8k.. for 8k < g/2, else the high nibbles of
+        // bytes 8k - g/2..; value fl(fl(unit c - z) x (s / unit)) as kv_dequantize_row's.
+        const int tail = dim % L.group;
+        if (L.group % 16 != 0 || tail % 16 != 0) {
+          kv_dequantize_row(t, codes, m, dim, o);
+          i = dim;
+          break;
+        }
+        const auto* zeros =
+            reinterpret_cast<const int8_t*>(m + 2 * static_cast<size_t>(L.n_groups));
+        const uint8_t* c = codes;
+        const __m256i low4 = _mm256_set1_epi32(0xf);
+        for (int gi = 0; gi < L.n_groups; ++gi) {
+          const int g = std::min(L.group, dim - gi * L.group);
+          const int half = g / 2;
+          uint16_t sh;
+          std::memcpy(&sh, m + 2 * gi, 2);
+          const float unit = (sh & 0x8000) ? 1.0f : 8.0f;
+          const __m256 uv = _mm256_set1_ps(unit);
+          const __m256 zv = _mm256_set1_ps(static_cast<float>(zeros[gi]));
+          const __m256 sv = _mm256_set1_ps(fp16_to_fp32(static_cast<uint16_t>(sh & 0x7fff)) / unit);
+          for (int k = 0; k < g; k += 8) {
+            const bool high = k >= half;
+            const __m128i b =
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + (high ? k - half : k)));
+            __m256i q = _mm256_cvtepu8_epi32(b);
+            q = high ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, low4);
+            const __m256 cf = _mm256_cvtepi32_ps(q);
+            _mm256_storeu_ps(o + i + k,
+                             _mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(uv, cf), zv), sv));
+          }
+          i += g;
+          c += half;
+        }
+        break;
+      }
 #endif
       default:
         kv_dequantize_row(t, codes, m, dim, o);
