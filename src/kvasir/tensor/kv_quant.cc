@@ -9,7 +9,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/util/error.h"
@@ -172,16 +171,8 @@ void quantize_int4_group(const float* x, int g, uint8_t* codes, uint16_t* scale,
   }
   KVInt4Grid grids[kKVInt4MaxGrids];
   const int n = kv_int4_grids(x, g, grids);
-  int best = 0;
-  float best_err = std::numeric_limits<float>::infinity();
-  for (int k = 0; k < n; ++k) {
-    const float err = kv_int4_sq_error(x, g, grids[k]);
-    if (err < best_err) {
-      best_err = err;
-      best = k;
-    }
-  }
-  const KVInt4Grid& gr = grids[best];
+  const KVInt4Grid& gr = grids[kv_int4_best_grid(
+      grids, n, [&](const KVInt4Grid& c) { return kv_int4_sq_error(x, g, c); })];
   *scale = gr.scale;
   *zero = gr.zero;
   if (gr.s == 0.0f) return;  // an all-zero group (or one whose values underflow fp16's scales)

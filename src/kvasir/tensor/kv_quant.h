@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -114,6 +115,20 @@ int kv_int4_grids(const float* x, int g, KVInt4Grid* out);
 // reproduces: lane j (0..7) adds the values j, j + 8, ... in turn, then the lanes are added 0 to 7.
 // The encoder keeps the first grid with the least error.
 float kv_int4_sq_error(const float* x, int g, const KVInt4Grid& grid);
+// The first of n grids with the least err(grid) (ties keep the earlier one, the full range first).
+template <class Err>
+int kv_int4_best_grid(const KVInt4Grid* grids, int n, Err&& err) {
+  int best = 0;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (int k = 0; k < n; ++k) {
+    const float e = err(grids[k]);
+    if (e < best_err) {
+      best_err = e;
+      best = k;
+    }
+  }
+  return best;
+}
 
 // FP8 conversions (round to nearest even, saturating to the largest finite value; NaN stays NaN).
 uint8_t fp32_to_e4m3(float f);

@@ -62,19 +62,22 @@ void F32ToF16Row(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, size
 // Eight float lanes on every SIMD target: int4's error sums must follow kv_int4_sq_error's lanes.
 using D8 = hn::CappedTag<float, 8>;
 
-bool ValidScale(float s) {
-  return s > 0.0f && std::isfinite(s);
+// Stores an int8/fp8 row's fp16 scale in its meta and returns its value; 0 when the row cannot be
+// scaled (a NaN or infinity in it, or all zeros), its codes then all 0 as the reference writes.
+float RowScale(KVDType t, const float* HWY_RESTRICT x, int dim, uint8_t* HWY_RESTRICT c,
+               uint8_t* meta) {
+  const uint16_t sh = kv_row_scale(t, x, dim);
+  std::memcpy(meta, &sh, 2);
+  const float s = fp16_to_fp32(sh);
+  if (s > 0.0f && std::isfinite(s)) return s;
+  std::memset(c, 0, static_cast<size_t>(dim));
+  return 0.0f;
 }
 
 // int8: c = clamp(nearbyint(x / s), -127, 127).
 void Int8Row(const float* HWY_RESTRICT x, int dim, int8_t* HWY_RESTRICT c, uint8_t* meta) {
-  const uint16_t sh = kv_row_scale(KVDType::Int8, x, dim);
-  std::memcpy(meta, &sh, 2);
-  const float s = fp16_to_fp32(sh);
-  if (!ValidScale(s)) {
-    std::memset(c, 0, static_cast<size_t>(dim));
-    return;
-  }
+  const float s = RowScale(KVDType::Int8, x, dim, reinterpret_cast<uint8_t*>(c), meta);
+  if (s == 0.0f) return;
   const D8 d;
   const hn::RebindToSigned<D8> di;
   const hn::Rebind<int8_t, decltype(di)> d8;
@@ -96,13 +99,8 @@ void Int8Row(const float* HWY_RESTRICT x, int dim, int8_t* HWY_RESTRICT c, uint8
 template <int M, int B, uint32_t kMaxCode>
 void Fp8Row(KVDType t, const float* HWY_RESTRICT x, int dim, uint8_t* HWY_RESTRICT c,
             uint8_t* meta) {
-  const uint16_t sh = kv_row_scale(t, x, dim);
-  std::memcpy(meta, &sh, 2);
-  const float s = fp16_to_fp32(sh);
-  if (!ValidScale(s)) {
-    std::memset(c, 0, static_cast<size_t>(dim));
-    return;
-  }
+  const float s = RowScale(t, x, dim, c, meta);
+  if (s == 0.0f) return;
   const D8 d;
   const hn::RebindToUnsigned<D8> du;
   const hn::RebindToSigned<D8> di;
@@ -181,16 +179,8 @@ void Int4Group(const float* HWY_RESTRICT x, int g, uint8_t* HWY_RESTRICT codes, 
   }
   KVInt4Grid grids[kKVInt4MaxGrids];
   const int n = kv_int4_grids(x, g, grids);
-  int best = 0;
-  float best_err = INFINITY;
-  for (int k = 0; k < n; ++k) {
-    const float err = Int4SqError(x, g, grids[k]);
-    if (err < best_err) {
-      best_err = err;
-      best = k;
-    }
-  }
-  const KVInt4Grid& gr = grids[best];
+  const KVInt4Grid& gr =
+      grids[kv_int4_best_grid(grids, n, [&](const KVInt4Grid& c) { return Int4SqError(x, g, c); })];
   std::memcpy(scale, &gr.scale, 2);
   *zero = gr.zero;
   if (gr.s == 0.0f) {
