@@ -39,7 +39,7 @@ struct Setup {
     for (float& x : rows) x = u(rng);
     std::vector<int32_t> slots(ctx);
     for (int p = 0; p < ctx; ++p) slots[p] = table[p / kBlock] * kBlock + p % kBlock;
-    kv_write(layer, rows.data(), rows.data(), slots.data(), ctx);
+    kv_write(layer, rows.data(), rows.data(), slots.data(), nullptr, ctx);
   }
 };
 
@@ -103,7 +103,7 @@ void BM_KVWrite(benchmark::State& state) {
   std::vector<int32_t> slots(n);
   std::iota(slots.begin(), slots.end(), 0);
   for (auto _ : state) {
-    kv_write(layer, rows.data(), rows.data(), slots.data(), n);
+    kv_write(layer, rows.data(), rows.data(), slots.data(), nullptr, n);
     benchmark::DoNotOptimize(k.data());
   }
   state.counters["tokens/s"] =

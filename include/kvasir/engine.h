@@ -30,6 +30,7 @@ namespace kvasir {
 class Model;
 class Proposer;
 class Tokenizer;
+struct KeyTransform;
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
@@ -75,6 +76,9 @@ struct EngineConfig {
   int threads = 0;               // compute threads; 0: all cores
   double kv_warn_ratio = 0.90;   // warn (log + metric) above this KV usage
   SpecConfig spec;
+  // Quantized keys (int8, fp8, int4 K) are stored through this key transform (kv/key_transform.h,
+  // engine/key_calibration.h; null: as they are). A draft model's cache takes none.
+  std::shared_ptr<const KeyTransform> key_transform;
 };
 
 // Embeddings: how the final-norm hidden states of a sequence's tokens (Model::forward's hidden

@@ -181,6 +181,7 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
       "spec", "Speculative decoding: verify-pass cost and speedup over plain greedy decode");
   struct Opts {
     KVTypeOptions kvt;
+    KVCalibOptions kv_calib;
     std::string model, draft;
     bool json = false, no_replay = false;
     bench::SpecBenchOptions b;
@@ -205,8 +206,10 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
   cmd->add_option("-t,--threads", o->b.threads, "Threads (default: all cores)");
   cmd->add_flag("--json", o->json, "One JSON object with every figure");
   add_kv_type_options(cmd, o->kvt);
+  add_kv_calib_options(cmd, o->kv_calib);
   return [o]() {
     o->b.kv_type = resolve_kv_type(o->kvt);
+    check_kv_calib(o->kv_calib);
     o->b.replay = !o->no_replay;
     if (!(o->b.corrupt >= 0 && o->b.corrupt <= 1))
       fail("--replay-corrupt: expected a rate in [0, 1], got {}", o->b.corrupt);
@@ -218,6 +221,7 @@ Runner add_bench_spec(CLI::App& bench_cmd) {
     std::unique_ptr<Model> draft;
     if (!o->draft.empty()) draft = Model::load(o->draft);
     o->b.draft = draft.get();
+    o->b.key_transform = resolve_key_transform(o->kv_calib, *model, o->b.threads, o->b.kv_type.k);
     const bench::SpecBenchResult r = bench::run_spec_bench(*model, o->b);
     ThreadPool probe(o->b.threads);
     auto sum = [](const bench::Summary& x) {
@@ -351,6 +355,7 @@ Runner add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Throughput benchmark: pp, tg, batched tg, bandwidth");
   struct Opts {
     KVTypeOptions kvt;
+    KVCalibOptions kv_calib;
     std::string model, batches = "8,16,64";
     int threads = 0;
     bool json = false, bandwidth_only = false;
@@ -372,6 +377,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--batch-prompt", o->b.batch_prompt,
                   "Prompt tokens per sequence before batched decode (default 128)");
   add_kv_type_options(cmd, o->kvt);
+  add_kv_calib_options(cmd, o->kv_calib);
   cmd->add_flag("--bandwidth", o->bandwidth_only,
                 "Run only the memory-bandwidth probe (no model needed)");
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
@@ -389,6 +395,7 @@ Runner add_bench(CLI::App& app) {
     o->b.batches = parse_batches(o->batches);
     const KVCacheType kvt = resolve_kv_type(o->kvt);
     o->b.kv_type = kvt;
+    check_kv_calib(o->kv_calib);
     if (o->bandwidth_mib < 0) fail("--bandwidth-mib must be >= 0, got {}", o->bandwidth_mib);
     o->b.bandwidth_bytes = static_cast<size_t>(o->bandwidth_mib * 1024 * 1024);
     if (o->model.empty() && !o->bandwidth_only)
@@ -423,13 +430,16 @@ Runner add_bench(CLI::App& app) {
 
     auto model = Model::load(o->model);
     bench::validate(o->b, model.get());
+    o->b.key_transform = resolve_key_transform(o->kv_calib, *model, o->threads, kvt.k);
     labels.model = model->config().name.empty() ? std::filesystem::path(o->model).stem().string()
                                                 : model->config().name;
     labels.dtype = std::string(dtype_name(model->weight_type()));
     if (!o->json) {
-      fmt::print("kvasir bench: {} ({}, {}), {} threads, {} reps after a warm-up, KV {}\n",
-                 labels.model, labels.dtype, o->model, labels.threads, o->b.reps,
-                 o->b.kv_type.name());
+      fmt::print(
+          "kvasir bench: {} ({}, {}), {} threads, {} reps after a warm-up, KV {}{}\n", labels.model,
+          labels.dtype, o->model, labels.threads, o->b.reps, o->b.kv_type.name(),
+          o->b.key_transform ? ", keys through a key transform (" + o->b.key_transform->source + ")"
+                             : "");
       fmt::print(
           "weights streamed per decode step: {:.1f} MB; roofline = tok/s x bytes per "
           "step / (seqs x bandwidth)\n",

@@ -40,6 +40,7 @@ Runner add_eval_golden(CLI::App& eval) {
       "golden", "Run a golden set: greedy outputs against expected continuations or substrings");
   struct Opts {
     KVTypeOptions kvt;
+    KVCalibOptions kv_calib;
     std::string model, set, record;
     int threads = 0;
     bool json = false;
@@ -52,17 +53,20 @@ Runner add_eval_golden(CLI::App& eval) {
                   "Write the set with this model's outputs as \"expected\" to this file");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   add_kv_type_options(cmd, o->kvt);
+  add_kv_calib_options(cmd, o->kv_calib);
   cmd->add_flag("--json", o->json, "Print one JSON object");
   return [o]() {
     check_model_path(o->model, "model");
     check_input_file(o->set, "golden set");
     const KVCacheType kvt = resolve_kv_type(o->kvt);
+    check_kv_calib(o->kv_calib);
     const auto cases = read_golden_set(o->set, /*need_answer=*/o->record.empty());
     auto model = Model::load(o->model);
     Tokenizer tok = Tokenizer::from_gguf(model->file());
     ThreadPool pool(o->threads);
     GoldenOptions go;
     go.kv_type = kvt;
+    go.key_transform = resolve_key_transform(o->kv_calib, *model, tok, pool, kvt.k);
     const auto results = run_golden_set(*model, tok, pool, cases, go);
     if (!o->record.empty()) {
       std::ofstream out(o->record, std::ios::binary);
@@ -131,6 +135,9 @@ Runner add_eval_report(CLI::App& eval) {
   cmd->add_option("--set", o->r.golden_set, "Golden set for the pass-rate column");
   cmd->add_option("--tg", o->r.tg, "Also measure tg<N> tok/s (e.g. 128; default 0: no)");
   cmd->add_option("-t,--threads", o->r.threads, "Threads (default: all cores)");
+  cmd->add_flag("!--no-kv-calib", o->r.calibrate_keys,
+                "Store quantized keys as they are (default: through the key transform calibrated "
+                "on the built-in text, as --kv-calib builtin)");
   cmd->add_flag("--json", o->json, "Print the rows as one JSON array");
   return [o]() {
     ReportOptions r = o->r;

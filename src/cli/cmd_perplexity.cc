@@ -90,7 +90,7 @@ Runner add_perplexity(CLI::App& app) {
              : o->chunks;
     po.max_batch = o->batch;
     po.kv_type = kvt;
-    po.key_transform = resolve_key_transform(o->kv_calib, *model, tok, pool, kvt.k, ctx);
+    po.key_transform = resolve_key_transform(o->kv_calib, *model, tok, pool, kvt.k);
     po.bos_id = tok.add_bos() ? tok.bos_id() : -1;
     auto progress = [&](int c, double ppl) {
       if (!o->json) fmt::print(stderr, "[{}] {:.4f}\n", c + 1, ppl);

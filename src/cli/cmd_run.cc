@@ -39,14 +39,16 @@ void emit(std::string_view s) {
 
 // The request through an engine of one sequence that speculates.
 int run_speculative(const Model& model, const Tokenizer& tok, const SpecConfig& spec,
-                    KVCacheType kvt, int threads, int batch, int ctx,
-                    const std::vector<int32_t>& ids, SamplingParams sp, bool strip_leading_space,
-                    int limit, bool quiet, const std::string& path, double t_load, uint64_t seed) {
+                    KVCacheType kvt, std::shared_ptr<const KeyTransform> key_transform, int threads,
+                    int batch, int ctx, const std::vector<int32_t>& ids, SamplingParams sp,
+                    bool strip_leading_space, int limit, bool quiet, const std::string& path,
+                    double t_load, uint64_t seed) {
   EngineConfig ec;
   ec.max_seqs = 1;
   ec.max_batched_tokens = std::max(batch, spec.k_max + 1);
   ec.max_model_len = ctx;
   ec.kv_type = kvt;
+  ec.key_transform = std::move(key_transform);
   ec.threads = threads;
   ec.spec = spec;
   ec.kv_warn_ratio =
@@ -113,6 +115,7 @@ Runner add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   struct Opts {
     KVTypeOptions kvt;
+    KVCalibOptions kv_calib;
     SpecOptions spec;
     std::string model, prompt, prompt_file, generation_config = "auto";
     int n = 256, threads = 0, ctx = 0, batch = 512;
@@ -153,6 +156,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-b,--batch,--batch-size", o->batch,
                   "Prompt tokens per forward step (default 512)");
   add_kv_type_options(cmd, o->kvt);
+  add_kv_calib_options(cmd, o->kv_calib);
   add_spec_options(cmd, o->spec);
   cmd->add_flag("!--no-parse-special", o->parse_special,
                 "Treat special-token text in the prompt as plain text");
@@ -167,6 +171,7 @@ Runner add_run(CLI::App& app) {
       prompt = read_input_file(o->prompt_file, "prompt file");
     }
     const KVCacheType kvt = resolve_kv_type(o->kvt);
+    check_kv_calib(o->kv_calib);
     SpecConfig spec = resolve_spec(o->spec);
     const double t_load0 = now_seconds();
     auto model = Model::load(o->model);
@@ -225,16 +230,18 @@ Runner add_run(CLI::App& app) {
 
     // Only BOS in front: the text starts here, so drop SentencePiece's leading space as llama.cpp.
     const bool strip_leading_space = n_prompt == 1 && ids[0] == tok.bos_id();
+    ThreadPool pool(o->threads);
+    auto key_transform = resolve_key_transform(o->kv_calib, *model, tok, pool, kvt.k);
     if (spec.enabled())
-      return run_speculative(*model, tok, spec, kvt, o->threads, o->batch, ctx, ids, sp,
-                             strip_leading_space, n_predict < 0 ? ctx - n_prompt : n_predict,
+      return run_speculative(*model, tok, spec, kvt, key_transform, o->threads, o->batch, ctx, ids,
+                             sp, strip_leading_space, n_predict < 0 ? ctx - n_prompt : n_predict,
                              o->quiet, o->model, t_load, sampler.seed());
 
-    ThreadPool pool(o->threads);
     SequenceRunnerOptions ro;
     ro.max_ctx = ctx;
     ro.max_batch = o->batch;
     ro.kv_type = kvt;
+    ro.key_transform = key_transform;
     SequenceRunner runner(*model, pool, ro);
 
     IncrementalDetokenizer::Options dopt;

@@ -55,6 +55,7 @@ namespace {
 
 struct ServeOpts {
   KVTypeOptions kvt;
+  KVCalibOptions kv_calib;
   SpecOptions spec;
   std::vector<std::string> models, model_prices, route_keys;
   std::string route;
@@ -162,6 +163,7 @@ ServeSetup serve_setup(ServeOpts& o, const CLI::App& cmd, const std::string& con
     apply_server_section(file->server, cmd, o);
   }
   const KVCacheType kvt = resolve_kv_type(o.kvt);
+  check_kv_calib(o.kv_calib);
   auto from_flags = [&](std::string name, std::string path) {
     ServeModel m;
     m.name = std::move(name);
@@ -332,6 +334,7 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("-c,--ctx,--ctx-size,--max-model-len", o->ctx,
                   "Max tokens per sequence (default: the model's context)");
   add_kv_type_options(cmd, o->kvt);
+  add_kv_calib_options(cmd, o->kv_calib);
   add_spec_options(cmd, o->spec);
   cmd->add_option("--api-key-file", o->api_key_file,
                   "File of accepted API keys, one per line (enables bearer auth on /v1)");
@@ -691,6 +694,16 @@ Runner add_serve(CLI::App& app) {
       mi.path = m.path;
       mi.sha256 = [d = digests[i]] { return d->get(); };
       mi.sampling_defaults = l.defaults;
+      {
+        const double t0 = now_seconds();
+        l.ec.key_transform =
+            resolve_key_transform(o->kv_calib, *l.model, o->threads, l.ec.kv_type.k);
+        if (l.ec.key_transform)
+          log::info(
+              "model '{}': {} keys stored through a key transform calibrated on {} ({:.1f} s)",
+              m.name, kv_dtype_name(l.ec.kv_type.k), l.ec.key_transform->source,
+              now_seconds() - t0);
+      }
       engines.push_back(std::make_unique<Engine>(*l.model, *l.tok, l.ec));
       mi.backend = engines.back()->backend_description();
       sm.engine = engines.back().get();

@@ -241,40 +241,45 @@ void load_draft(const SpecOptions& o, SpecConfig& cfg, std::unique_ptr<Model>& h
 
 void add_kv_calib_options(CLI::App* cmd, KVCalibOptions& o) {
   cmd->add_option("--kv-calib", o.text,
-                  "Store quantized keys (int8, fp8, int4 K) through a key transform calibrated on "
-                  "'builtin' (the built-in text) or a text file: a per-channel mean-key shift and, "
-                  "for int4, scale (default: none)");
-  cmd->add_option("--kv-calib-positions", o.positions,
-                  "Positions 0..N-1 the key shift is the mean key over (default: the context)");
+                  "Key transform of quantized keys (int8, fp8, int4 K): calibrated on 'builtin' "
+                  "(the built-in text, the default) or a text file, or 'none': a mean-key shift "
+                  "that turns with RoPE and, for int4, a channel scale");
 }
 
 void check_kv_calib(const KVCalibOptions& o) {
-  if (o.positions < 0)
-    fail("--kv-calib-positions: expected a number of positions, got {}", o.positions);
-  if (o.text.empty() && o.positions != 0)
-    fail("--kv-calib-positions: there is no key shift without --kv-calib");
-  if (!o.text.empty() && o.text != "builtin") check_text_file(o.text, "--kv-calib text file");
+  if (!o.text.empty() && o.text != "builtin" && o.text != "none")
+    check_text_file(o.text, "--kv-calib text file");
 }
 
 std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
                                                           const Model& model,
                                                           const Tokenizer& tokenizer,
-                                                          ThreadPool& pool, KVDType k,
-                                                          int default_positions) {
+                                                          ThreadPool& pool, KVDType k) {
   check_kv_calib(o);
-  if (o.text.empty()) return nullptr;
-  if (key_transform_kind(k) == KeyTransformKind::kNone)
+  const bool quantized = key_transform_kind(k) != KeyTransformKind::kNone;
+  if (o.text == "none" || (o.text.empty() && !quantized)) return nullptr;
+  if (!quantized)
     fail(
         "--kv-calib: the keys are stored as {}, which takes no transform (it is for int8, fp8 and "
         "int4 keys: --kv-dtype or --cache-type-k)",
         kv_dtype_name(k));
-  const int positions = o.positions > 0 ? o.positions : default_positions;
-  if (o.text == "builtin") return calibrate_key_transform(model, pool, k, positions);
+  if (o.text.empty() || o.text == "builtin") return calibrate_key_transform(model, pool, k);
   const std::vector<int32_t> ids =
       tokenizer.encode(read_input_file(o.text, "--kv-calib text file"), false, false);
   if (ids.empty()) fail("--kv-calib {}: the file has no text to calibrate on", o.text);
   const int32_t bos = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
-  return calibrate_key_transform(model, pool, k, ids, bos, o.text, positions);
+  return calibrate_key_transform(model, pool, k, ids, bos, o.text);
+}
+
+std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
+                                                          const Model& model, int threads,
+                                                          KVDType k) {
+  check_kv_calib(o);
+  const bool quantized = key_transform_kind(k) != KeyTransformKind::kNone;
+  if (o.text == "none" || (o.text.empty() && !quantized)) return nullptr;
+  ThreadPool pool(threads);
+  const Tokenizer tok = Tokenizer::from_gguf(model.file());
+  return resolve_key_transform(o, model, tok, pool, k);
 }
 
 KVCacheType resolve_kv_type(const KVTypeOptions& o) {

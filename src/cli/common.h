@@ -126,25 +126,27 @@ void add_kv_type_options(CLI::App* cmd, KVTypeOptions& o);
 // Throws kvasir::Error naming the flag and the accepted names for an unknown dtype.
 KVCacheType resolve_kv_type(const KVTypeOptions& o);
 
-// --kv-calib builtin|TEXT and --kv-calib-positions N, on the commands that honour them: store a
-// quantized K cache's keys through a key transform (kv/key_transform.h) calibrated on the
-// built-in text or a text file, its shift the mean key over positions 0..N-1
-// (engine/key_calibration.h). Opt-in: the shift suits the context it is made for.
+// --kv-calib builtin|none|TEXT, on every command that runs a model with a KV cache: quantized keys
+// (int8, fp8, int4 K) are stored through a key transform (kv/key_transform.h) calibrated on the
+// built-in text (the default for them), a text file, or none (engine/key_calibration.h).
 struct KVCalibOptions {
-  std::string text;   // "": no transform; "builtin": the built-in text; else a text file
-  int positions = 0;  // 0: the caller's default context
+  std::string text;  // "": builtin for quantized keys, none for f16/f32; "none"; "builtin"; a file
 };
 void add_kv_calib_options(CLI::App* cmd, KVCalibOptions& o);
-// check_kv_calib() refuses a text file that is not readable text, negative positions and
-// positions without a text; resolve_key_transform() checks again, refuses a text for f16/f32 keys
-// (they take no transform), and returns the transform K dtype k uses (null without --kv-calib),
-// the text tokenized by `tokenizer`, for `default_positions` when none were given.
+// check_kv_calib() refuses a text file that is not readable text; resolve_key_transform() checks
+// again, refuses an explicit builtin or text for f16/f32 keys (they take no transform), and
+// returns the transform K dtype k uses (null for none), the text tokenized by `tokenizer`.
+// Calibrating runs the text through the model once (~1 s for tinyllama-1.1b Q4_0 on 2 cores).
 void check_kv_calib(const KVCalibOptions& o);
 std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
                                                           const Model& model,
                                                           const Tokenizer& tokenizer,
-                                                          ThreadPool& pool, KVDType k,
-                                                          int default_positions);
+                                                          ThreadPool& pool, KVDType k);
+// The same with a pool of `threads` threads of its own (0: all cores), and the tokenizer of the
+// model's file.
+std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
+                                                          const Model& model, int threads,
+                                                          KVDType k);
 
 // Speculative decoding flags (run and serve): --draft FILE (a GGUF file or Hugging Face folder;
 // implies --spec draft), --spec none|draft|ngram, --spec-k N|auto, --spec-ngram-min/max N,

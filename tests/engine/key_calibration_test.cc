@@ -1,6 +1,6 @@
 // The key transform's calibration (src/kvasir/engine/key_calibration.h) on stories260K: which
-// dtypes get what, the shape and normalisation of the constants, the shift's dependence on the
-// context it is made for, and what it is for: quantized keys that cost less perplexity.
+// dtypes get what, the shape and normalisation of the constants, and what it is for: quantized
+// keys that cost less perplexity, at the context it was calibrated at and at longer ones.
 #include "kvasir/engine/key_calibration.h"
 
 #include <gtest/gtest.h>
@@ -39,7 +39,12 @@ TEST(KeyCalibration, FloatKeysGetNoTransformQuantizedOnesTheirKind) {
   ASSERT_EQ(i4->scale.size(), n);
   EXPECT_EQ(i4->shift, i8->shift);
   EXPECT_NE(i8->source.find("built-in"), std::string::npos) << i8->source;
-  EXPECT_NE(i8->source.find("positions < 2048"), std::string::npos) << i8->source;  // ctx_train
+  // stories260K: head_dim 8, every channel turned by RoPE, 4 pairs: each head turns them all, and
+  // has no constant shift left.
+  ASSERT_EQ(c.rope_dim, c.head_dim);
+  EXPECT_EQ(i8->turn_pairs, std::min(kTurnPairs, c.head_dim / 2));
+  ASSERT_EQ(i8->turn.size(), static_cast<size_t>(c.n_layers) * c.n_kv_heads * i8->turn_pairs);
+  for (float m : i8->shift) EXPECT_EQ(m, 0.0f);
   // Each head's scales have a geometric mean of 1, and are not all 1 (channels differ).
   for (int h = 0; h < c.n_layers * c.n_kv_heads; ++h) {
     double log_sum = 0;
@@ -53,37 +58,27 @@ TEST(KeyCalibration, FloatKeysGetNoTransformQuantizedOnesTheirKind) {
     EXPECT_NEAR(log_sum / c.head_dim, 0.0, 1e-5) << "head " << h;
     EXPECT_GT(hi / lo, 1.2f) << "head " << h;
   }
-  // The largest means sit in RoPE's slow pairs (stories260K: |m| up to ~4 in its last layer),
-  // the fast pairs' average out.
+  // Each head's terms are distinct pairs (normal RoPE: channels 2i, 2i + 1), largest mean first;
+  // the largest means sit in RoPE's slow pairs (stories260K: |mu| up to ~4 in its last layer).
   float slow = 0, fast = 0;
-  for (size_t i = 0; i < n; ++i) {
-    float& m = static_cast<int>(i % c.head_dim) >= c.head_dim / 2 ? slow : fast;
-    m = std::max(m, std::fabs(i8->shift[i]));
+  for (int h = 0; h < c.n_layers * c.n_kv_heads; ++h) {
+    std::vector<int> seen;
+    const KeyTurn* t = i8->turn.data() + static_cast<size_t>(h) * i8->turn_pairs;
+    for (int i = 0; i < i8->turn_pairs; ++i) {
+      EXPECT_EQ(t[i].a % 2, 0);
+      EXPECT_EQ(t[i].b, t[i].a + 1);
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), t[i].a), 0);
+      seen.push_back(t[i].a);
+      const float norm = std::hypot(t[i].mu_a, t[i].mu_b);
+      if (i > 0) {
+        EXPECT_LE(norm, std::hypot(t[i - 1].mu_a, t[i - 1].mu_b));
+      }
+      float& m = t[i].theta < 0.05 ? slow : fast;
+      m = std::max(m, norm);
+    }
   }
   EXPECT_GT(slow, 1.0f);
-  EXPECT_LT(fast, slow / 4);
-}
-
-TEST(KeyCalibration, TheShiftFollowsTheContextItIsMadeFor) {
-  // A pair that turns by p * theta: averaged over 0 .. P-1, its mean shrinks as P * theta grows.
-  // stories260K's slowest pair turns 0.001 a position: 16 positions keep its mean (to 1e-5),
-  // 4096 turn it by up to 4 radians and shrink it: |mean of e^{i p theta}| = sin(P theta / 2) /
-  // (P sin(theta / 2)) = 0.4336, for every head alike.
-  ThreadPool pool(2);
-  const auto near = calibrate_key_transform(*fx().model, pool, KVDType::Int8, 16);
-  const auto far = calibrate_key_transform(*fx().model, pool, KVDType::Int8, 4096);
-  const ModelConfig& c = fx().model->config();
-  ASSERT_EQ(c.rope_dim, c.head_dim);
-  const int d = c.head_dim;
-  double n_near = 0, n_far = 0;
-  for (int h = 0; h < c.n_layers * c.n_kv_heads; ++h) {
-    const float* a = near->shift.data() + static_cast<size_t>(h) * d;
-    const float* b = far->shift.data() + static_cast<size_t>(h) * d;
-    n_near += std::hypot(a[d - 2], a[d - 1]);  // the slowest pair (normal RoPE: adjacent)
-    n_far += std::hypot(b[d - 2], b[d - 1]);
-  }
-  EXPECT_NEAR(n_far / n_near, 0.4336, 0.002);
-  EXPECT_NE(near->source.find("positions < 16"), std::string::npos) << near->source;
+  EXPECT_LT(fast, slow / 2);
 }
 
 // Mean negative log-likelihood of the second half of each chunk of `chunk` tokens (BOS first),
@@ -91,13 +86,12 @@ TEST(KeyCalibration, TheShiftFollowsTheContextItIsMadeFor) {
 double mean_nll(const std::vector<int32_t>& text, int chunk, int n_chunks, KVCacheType kv,
                 bool calibrate) {
   ThreadPool pool(2);
-  // The transform made for the evaluated context (key_calibration.h).
   SequenceRunnerOptions o;
   o.max_ctx = chunk;
   o.max_batch = chunk;
   o.all_logits = true;
   o.kv_type = kv;
-  if (calibrate) o.key_transform = calibrate_key_transform(*fx().model, pool, kv.k, chunk);
+  if (calibrate) o.key_transform = calibrate_key_transform(*fx().model, pool, kv.k);
   SequenceRunner r(*fx().model, pool, o);
   const int V = r.n_vocab();
   double nll = 0;
@@ -122,9 +116,9 @@ double mean_nll(const std::vector<int32_t>& text, int chunk, int n_chunks, KVCac
 TEST(KeyCalibration, QuantizedKeysLoseLessPerplexityWithTheTransform) {
   // 24 chunks of 256 tokens of tinystories-eval (the issue-12 set up, on a slice of it), f16 V
   // throughout so that only the keys differ. The figures on all 382 chunks are in the issue-12
-  // note (kvasir perplexity); here: the transform must cut the ΔPPL of int4 keys from ~+45% to a
-  // few percent and that of fp8 keys, and leave int8 keys within 0.3%. Bounds hold ~2x margin
-  // over what this slice measured (printed below).
+  // note (kvasir perplexity); here the issue's bounds must hold with the transform: int4 keys
+  // within 3% (+26% without), fp8 within 0.5% (+1.1% without), int8 within 0.3%. This slice
+  // measured +1.08%, +0.09% and +0.01% (Zen 4), so each bound has 3x margin or more.
   const std::string text = test_util::read_file(test_util::text_dir() + "/tinystories-eval.txt");
   const std::vector<int32_t> ids = fx().tok.encode(text, false, false);
   constexpr int kChunk = 256, kChunks = 24;
@@ -143,10 +137,34 @@ TEST(KeyCalibration, QuantizedKeysLoseLessPerplexityWithTheTransform) {
   const double fp8 = dppl(KVDType::FP8E4M3, true);
   const double int8 = dppl(KVDType::Int8, true);
   EXPECT_GT(int4_raw, 20.0);
-  EXPECT_LT(int4, 6.0);
+  EXPECT_LT(int4, 3.0);
   EXPECT_LT(fp8, fp8_raw);
-  EXPECT_LT(fp8, 1.0);
+  EXPECT_LT(fp8, 0.5);
   EXPECT_LT(int8, 0.3);
+}
+
+TEST(KeyCalibration, OneCalibrationHoldsAtLongerContexts) {
+  // The turning shift is the mean key at every position, so the transform calibrated on 256-token
+  // chunks also serves 2048-token ones (a constant shift made for 256 positions cost fp8 keys
+  // +13.6% and int4 keys +104% there: key_calibration.h). 2 chunks of 2048 tokens, f16 V.
+  const std::string text = test_util::read_file(test_util::text_dir() + "/tinystories-eval.txt");
+  const std::vector<int32_t> ids = fx().tok.encode(text, false, false);
+  constexpr int kChunk = 2048, kChunks = 2;
+  ASSERT_GE(ids.size(), static_cast<size_t>(kChunk * kChunks));
+  const double base = mean_nll(ids, kChunk, kChunks, {KVDType::F16, KVDType::F16}, false);
+  auto dppl = [&](KVDType k, bool calibrate) {
+    const double d =
+        100.0 * (std::exp(mean_nll(ids, kChunk, kChunks, {k, KVDType::F16}, calibrate) - base) - 1);
+    std::printf("[ info ] ctx %d, %s keys, %s transform: dPPL %+.2f%%\n", kChunk,
+                std::string(kv_dtype_name(k)).c_str(), calibrate ? "with the" : "without a", d);
+    return d;
+  };
+  const double int4_raw = dppl(KVDType::Int4, false);
+  const double int4 = dppl(KVDType::Int4, true);
+  const double fp8_raw = dppl(KVDType::FP8E4M3, false);
+  const double fp8 = dppl(KVDType::FP8E4M3, true);
+  EXPECT_LT(int4, int4_raw / 2);
+  EXPECT_LT(fp8, fp8_raw);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels_test_util.h"
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/tensor/dtype.h"
 #include "kvasir/tensor/kv_quant.h"
 #include "kvasir/util/error.h"
@@ -55,6 +56,17 @@ std::string shape_name(int h, int kv, int d, const KVCacheType& t) {
 
 // A paged KV layer with random non-contiguous block tables and random K/V for every position of
 // every sequence, written through kv_write().
+// The turning part of a key transform for a World (kernels/views.h): per KV head, `pairs` terms
+// (RoPE pair channels, angle per position, mean before RoPE); with `offset_keys` every key at
+// position p also gets that mean turned by p * theta added (keys whose mean turns with RoPE);
+// without `store` the cache stores the keys as they are (no transform).
+struct TurnSpec {
+  int pairs = 0;
+  std::vector<KeyTurn> terms;  // [kv head][pair]
+  bool offset_keys = true;
+  bool store = true;
+};
+
 struct World {
   int n_heads, n_kv_heads, head_dim, block_size;
   KVCacheType type;
@@ -67,12 +79,15 @@ struct World {
   std::vector<std::vector<float>> q_of;
   // K/V rows for every (seq, position), n_kv_heads * head_dim each (to rewrite a fresh cache)
   std::vector<std::vector<float>> k_of, v_of;
+  std::vector<float> turn_table;  // per term: cos then sin over n_pos + 8 positions
+  std::vector<KeyTurnPair> turn_pairs;
 
   // key_offset (n_kv_heads * head_dim, optional) is added to every key (RoPE'd keys have large
   // per-channel means); k_shift / k_scale (optional) are the layer's key transform.
   World(int n_heads_, int n_kv_heads_, int head_dim_, KVCacheType type_, std::vector<int> lens,
         uint32_t seed, int block_size_ = 16, const std::vector<float>* key_offset = nullptr,
-        const float* k_shift = nullptr, const float* k_scale = nullptr)
+        const float* k_shift = nullptr, const float* k_scale = nullptr,
+        const TurnSpec* turn = nullptr)
       : n_heads(n_heads_),
         n_kv_heads(n_kv_heads_),
         head_dim(head_dim_),
@@ -104,6 +119,26 @@ struct World {
     layer.v = vbuf.data();
     layer.k_shift = k_shift;
     layer.k_scale = k_scale;
+    const int64_t n_pos = n_blocks * block_size;
+    const size_t trow = static_cast<size_t>(n_pos) + 8;
+    if (turn) {
+      turn_table.assign(2 * trow * turn->terms.size(), 0.0f);
+      for (size_t i = 0; i < turn->terms.size(); ++i) {
+        const KeyTurn& t = turn->terms[i];
+        float* c = turn_table.data() + 2 * trow * i;
+        for (int64_t p = 0; p < n_pos; ++p) {
+          c[p] = static_cast<float>(std::cos(static_cast<double>(p) * t.theta));
+          c[trow + static_cast<size_t>(p)] =
+              static_cast<float>(std::sin(static_cast<double>(p) * t.theta));
+        }
+        turn_pairs.push_back({t.a, t.b, t.mu_a, t.mu_b, c, c + trow});
+      }
+      if (turn->store) {
+        layer.k_turn = turn_pairs.data();
+        layer.k_turn_pairs = turn->pairs;
+        layer.k_turn_positions = n_pos;
+      }
+    }
 
     const int qrow = n_heads * head_dim, kvrow = n_kv_heads * head_dim;
     for (size_t s = 0; s < seq_len.size(); ++s) {
@@ -116,6 +151,16 @@ struct World {
       if (key_offset)
         for (size_t i = 0; i < k_of.back().size(); ++i)
           k_of.back()[i] += (*key_offset)[i % static_cast<size_t>(kvrow)];
+      if (turn && turn->offset_keys)
+        for (int p = 0; p < len; ++p)
+          for (int g = 0; g < n_kv_heads; ++g)
+            for (int i = 0; i < turn->pairs; ++i) {
+              const KeyTurnPair& t = turn_pairs[static_cast<size_t>(g * turn->pairs + i)];
+              float* k = k_of.back().data() + static_cast<size_t>(p) * kvrow +
+                         static_cast<size_t>(g) * head_dim;
+              k[t.a] += t.mu_a * t.cos[p] - t.mu_b * t.sin[p];
+              k[t.b] += t.mu_a * t.sin[p] + t.mu_b * t.cos[p];
+            }
       for (float& x : v_of.back()) x = u(rng);
       write(layer, static_cast<int>(s), 0, len);
     }
@@ -127,14 +172,34 @@ struct World {
 
   // Writes K/V of positions [p0, p1) of sequence s into `l`.
   void write(const PagedKVLayer& l, int s, int p0, int p1) const {
-    std::vector<int32_t> slots;
-    for (int p = p0; p < p1; ++p) slots.push_back(slot(s, p));
+    std::vector<int32_t> slots, positions;
+    for (int p = p0; p < p1; ++p) {
+      slots.push_back(slot(s, p));
+      positions.push_back(p);
+    }
     const size_t kvrow = static_cast<size_t>(n_kv_heads) * head_dim;
-    kv_write(l, k_of[s].data() + p0 * kvrow, v_of[s].data() + p0 * kvrow, slots.data(), p1 - p0);
+    kv_write(l, k_of[s].data() + p0 * kvrow, v_of[s].data() + p0 * kvrow, slots.data(),
+             positions.data(), p1 - p0);
   }
 
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 };
+
+// A turning shift on `pairs` RoPE pairs per head (normal RoPE: channels 2i, 2i + 1, angle
+// 10000^(-2i/d) per position), the slowest pairs first, means of ~4..6 (stories260K's largest key
+// means sit in its slow pairs, up to ~4).
+TurnSpec turn_spec(int n_kv_heads, int head_dim, int pairs) {
+  TurnSpec t;
+  t.pairs = pairs;
+  for (int g = 0; g < n_kv_heads; ++g)
+    for (int i = 0; i < pairs; ++i) {
+      const int pair = head_dim / 2 - 1 - 2 * i;  // every other pair from the slowest
+      const double theta = std::pow(10000.0, -2.0 * pair / head_dim);
+      t.terms.push_back({2 * pair, 2 * pair + 1, theta, 4.0f + static_cast<float>(g + i) * 0.5f,
+                         -5.0f + static_cast<float>(i)});
+    }
+  return t;
+}
 
 // A batch of query tokens (seq, pos).
 struct Batch {
@@ -279,7 +344,11 @@ TEST(Attention, Avx3GivesAvx2sBits) {
   ThreadPool pool(2);
   for (KVCacheType t : {kF16, kF32, kInt8, kE4M3, kInt4}) {
     for (int dim : {8, 36, 64, 128}) {
-      World w(8, 2, dim, t, {1, 17, 70}, 50 + dim);
+      const std::vector<float> zero(static_cast<size_t>(2) * dim, 0.0f);
+      const TurnSpec turn = turn_spec(2, dim, std::min(4, dim / 4));
+      const bool turns = kv_dtype_is_quantized(t.k);  // the turning shift: quantized keys only
+      World w(8, 2, dim, t, {1, 17, 70}, 50 + dim, 16, nullptr, turns ? zero.data() : nullptr,
+              nullptr, turns ? &turn : nullptr);
       for (bool decode : {false, true}) {
         const auto tokens = decode ? decode_tokens(w) : prefill_tokens(w);
         Batch a(w, tokens), b(w, tokens);
@@ -442,6 +511,98 @@ TEST(Attention, KeyTransformTakesTheMeanOutOfQuantizedKeys) {
     EXPECT_LT(shifted, bound) << type.name();
     EXPECT_LT(shifted, raw) << type.name();
   }
+}
+
+TEST(Attention, TurningKeyShiftLeavesTheOutputUnchanged) {
+  // An f32 cache stores k - m - turn(p) and gives q . turn(p) back to each score: the scores are
+  // q . k up to rounding (terms of magnitude <= 2 * 7: a few ulps of ~10, as in
+  // KeyTransformLeavesTheOutputUnchanged; observed ~1e-6), at every position (a sequence of 2000
+  // turns the fastest of these pairs many times). Dropping the read-side term moves scores by
+  // O(10) and fails it; so does a term with the wrong sign.
+  ThreadPool pool(2);
+  const int kv = 2, d = 64;
+  const std::vector<float> zero(static_cast<size_t>(kv) * d, 0.0f);
+  const std::vector<float> ones(zero.size(), 1.0f);
+  const TurnSpec turn = turn_spec(kv, d, 4);
+  TurnSpec keys_only = turn;  // the same keys, stored as they are
+  keys_only.store = false;
+  World plain(8, kv, d, kF32, {1, 40, 2000}, 43, 16, nullptr, nullptr, nullptr, &keys_only);
+  for (const float* sc : {static_cast<const float*>(nullptr), ones.data()}) {
+    World t(8, kv, d, kF32, {1, 40, 2000}, 43, 16, nullptr, zero.data(), sc, &turn);
+    for (const auto& tokens : {decode_tokens(t), prefill_tokens(t)}) {
+      Batch want(plain, tokens), got(t, tokens), ref(t, tokens);
+      attention(plain.layer, want.args, pool);
+      attention(t.layer, got.args, pool);
+      attention_reference(t.layer, ref.args);
+      float err = 0, ref_err = 0;
+      for (size_t i = 0; i < got.out.size(); ++i) {
+        err = std::max(err, std::abs(got.out[i] - want.out[i]));
+        ref_err = std::max(ref_err, std::abs(got.out[i] - ref.out[i]));
+      }
+      EXPECT_LT(err, 2e-5f);
+      EXPECT_LT(ref_err, kTol) << "kernel vs reference";
+    }
+  }
+}
+
+TEST(Attention, TurningKeyShiftTakesATurningMeanOutOfQuantizedKeys) {
+  // Keys whose mean turns with the position (|mean| ~6 on 4 of 32 pairs): no constant shift can
+  // take it out over 2000 positions, the turning one does at every position. V is f32, so the
+  // output error is the keys' alone. Observed (Zen 4) as they are / with the shift: int8 0.0017 /
+  // 0.00046, fp8 0.0085 / 0.0022, int4 0.031 / 0.0064; the bounds are 2x the shifted figures,
+  // and the shift must at least halve the error.
+  ThreadPool pool(2);
+  const int kv = 2, d = 64;
+  const std::vector<float> zero(static_cast<size_t>(kv) * d, 0.0f);
+  const std::vector<float> ones(zero.size(), 1.0f);
+  const TurnSpec turn = turn_spec(kv, d, 4);
+  TurnSpec keys_only = turn;  // the same keys, stored as they are
+  keys_only.store = false;
+  World f(8, kv, d, kF32, {1, 300, 2000}, 44, 16, nullptr, nullptr, nullptr, &keys_only);
+  Batch want(f, decode_tokens(f));
+  attention(f.layer, want.args, pool);
+  const std::pair<KVCacheType, float> cases[] = {{kInt8, 0.001f}, {kE4M3, 0.005f}, {kInt4, 0.013f}};
+  for (const auto& [type, bound] : cases) {
+    const float* scale = type.k == KVDType::Int4 ? ones.data() : nullptr;
+    const KVCacheType k_only{type.k, KVDType::F32};  // V exact: the keys' error alone
+    World raw(8, kv, d, k_only, {1, 300, 2000}, 44, 16, nullptr, nullptr, nullptr, &keys_only);
+    World shifted(8, kv, d, k_only, {1, 300, 2000}, 44, 16, nullptr, zero.data(), scale, &turn);
+    auto error = [&](const World& w) {
+      Batch got(w, decode_tokens(w)), ref(w, decode_tokens(w));
+      attention(w.layer, got.args, pool);
+      attention_reference(w.layer, ref.args);
+      float err = 0, ref_err = 0;
+      for (size_t i = 0; i < got.out.size(); ++i) {
+        err = std::max(err, std::abs(got.out[i] - want.out[i]));
+        ref_err = std::max(ref_err, std::abs(got.out[i] - ref.out[i]));
+      }
+      EXPECT_LT(ref_err, kTol) << type.name() << ": kernel vs reference";
+      return err;
+    };
+    const float e_raw = error(raw), e_shifted = error(shifted);
+    std::printf("[ info ] %s: max |out - f32 out| %.3g as they are, %.3g with the turning shift\n",
+                type.name().c_str(), e_raw, e_shifted);
+    EXPECT_LT(e_shifted, bound) << type.name();
+    EXPECT_LT(e_shifted, e_raw / 2) << type.name();
+  }
+}
+
+TEST(Attention, TurningShiftNeedsPositionsInRange) {
+  // kv_write refuses rows without positions, or past the table; attention refuses a query whose
+  // blocks reach past it.
+  const int kv = 1, d = 16;
+  const std::vector<float> zero(static_cast<size_t>(kv) * d, 0.0f);
+  const TurnSpec turn = turn_spec(kv, d, 2);
+  World w(2, kv, d, kInt8, {20}, 45, 16, nullptr, zero.data(), nullptr, &turn);
+  std::vector<float> row(static_cast<size_t>(kv) * d, 0.5f);
+  const int32_t slot = 0, far = static_cast<int32_t>(w.layer.k_turn_positions);
+  EXPECT_THROW(kv_write(w.layer, row.data(), row.data(), &slot, nullptr, 1), Error);
+  EXPECT_THROW(kv_write(w.layer, row.data(), row.data(), &slot, &far, 1), Error);
+  PagedKVLayer short_table = w.layer;
+  short_table.k_turn_positions = 16;  // the sequence's second block is past it
+  Batch b(w, decode_tokens(w));
+  ThreadPool pool(1);
+  EXPECT_THROW(attention(short_table, b.args, pool), Error);
 }
 
 TEST(Attention, ScalarTargetIsReallyDispatched) {
@@ -663,7 +824,7 @@ TEST(KVWrite, F16IsBitIdenticalToScalarConversion) {
   std::reverse(slots.begin(), slots.end());
   for_each_target([&] {
     std::fill(k.begin(), k.end(), 0);
-    kv_write(l, vals.data(), vals.data(), slots.data(), n);
+    kv_write(l, vals.data(), vals.data(), slots.data(), nullptr, n);
     for (int64_t t = 0; t < n; ++t) {
       for (int d = 0; d < dim; ++d) {
         const float f = vals[t * dim + d];
@@ -732,7 +893,7 @@ TEST(KVWrite, QuantizedRowsAreTheReferenceQuantizersBytes) {
       std::vector<uint8_t> want(L.bytes());
       for_each_target([&] {
         std::fill(v.begin(), v.end(), uint8_t{0xcd});
-        kv_write(l, flat.data(), flat.data(), slots.data(), n);
+        kv_write(l, flat.data(), flat.data(), slots.data(), nullptr, n);
         for (int64_t r = 0; r < n; ++r) {
           kv_quantize_row(t, rows[static_cast<size_t>(r)].data(), dim, want.data(),
                           want.data() + L.code_bytes);
@@ -784,7 +945,7 @@ TEST(KVWrite, Fp8EncodesEveryCodeAndTieLikeTheReference) {
     std::vector<int32_t> slots(static_cast<size_t>(n));
     std::iota(slots.begin(), slots.end(), 0);
     for_each_target([&] {
-      kv_write(l, flat.data(), flat.data(), slots.data(), n);
+      kv_write(l, flat.data(), flat.data(), slots.data(), nullptr, n);
       for (int64_t r = 0; r < n; ++r) {
         uint16_t sh;
         std::memcpy(&sh, v.data() + static_cast<size_t>(r) * L.bytes() + L.code_bytes, 2);
@@ -808,7 +969,7 @@ TEST(KVWrite, PlacesRowsInTheirSlots) {
   std::vector<float> rows(2 * nkv * dim);
   std::iota(rows.begin(), rows.end(), 1.0f);
   const int32_t slots[2] = {9, 2};  // block 2 offset 1; block 0 offset 2
-  kv_write(l, rows.data(), rows.data(), slots, 2);
+  kv_write(l, rows.data(), rows.data(), slots, nullptr, 2);
   for (int t = 0; t < 2; ++t) {
     for (int g = 0; g < nkv; ++g) {
       for (int d = 0; d < dim; ++d) {
@@ -819,9 +980,9 @@ TEST(KVWrite, PlacesRowsInTheirSlots) {
     }
   }
   const int32_t bad[1] = {12};
-  EXPECT_THROW(kv_write(l, rows.data(), rows.data(), bad, 1), Error);
+  EXPECT_THROW(kv_write(l, rows.data(), rows.data(), bad, nullptr, 1), Error);
   const int32_t neg[1] = {-1};
-  EXPECT_THROW(kv_write(l, rows.data(), rows.data(), neg, 1), Error);
+  EXPECT_THROW(kv_write(l, rows.data(), rows.data(), neg, nullptr, 1), Error);
 }
 
 }  // namespace

@@ -48,6 +48,22 @@ TEST(KeyTransform, ValidateNamesWhatIsWrong) {
   t = make(2, 2, 8, false);
   t.shift[5] = NAN;
   EXPECT_NE(error_of(t).find("shift 5 is not finite"), std::string::npos) << error_of(t);
+  t = make(2, 2, 8, false);
+  t.turn_pairs = 1;
+  EXPECT_NE(error_of(t).find("0 turning terms, expected 4"), std::string::npos) << error_of(t);
+  t.turn.assign(4, KeyTurn{6, 7, 0.01, 1.0f, -1.0f});
+  EXPECT_EQ(error_of(t), "");
+  t.turn[2].b = 8;
+  EXPECT_NE(error_of(t).find("turning term 2 has channels 6 and 8"), std::string::npos)
+      << error_of(t);
+  t.turn[2] = {6, 6, 0.01, 1.0f, -1.0f};
+  EXPECT_NE(error_of(t).find("expected two distinct ones below 8"), std::string::npos)
+      << error_of(t);
+  t.turn[2] = {6, 7, NAN, 1.0f, -1.0f};
+  EXPECT_NE(error_of(t).find("turning term 2 has a non-finite"), std::string::npos) << error_of(t);
+  t.turn_pairs = 5;
+  EXPECT_NE(error_of(t).find("5 turning pairs per head, expected 0 .. 4"), std::string::npos)
+      << error_of(t);
 }
 
 TEST(KeyTransform, DtypesGetTheirKind) {
@@ -82,6 +98,35 @@ TEST(KeyTransform, StorageHandsEachLayerItsRowsAndRefusesAnotherShape) {
   KVStorage kv2(shape, 4, *backend, shift_only);
   EXPECT_NE(kv2.layer(2).k_shift, nullptr);
   EXPECT_EQ(kv2.layer(2).k_scale, nullptr);  // scale 1
+  // Turning terms: each layer's and head's entries, their angle's cos/sin rows over every position
+  // the cache holds (4 blocks of 16), one row pair per distinct angle.
+  KeyTransform turning = make(3, 2, 8, false);
+  turning.turn_pairs = 2;
+  for (int i = 0; i < 12; ++i)
+    turning.turn.push_back({2 * (i % 4), 2 * (i % 4) + 1, i % 2 ? 0.5 : 0.001,
+                            static_cast<float>(i), -static_cast<float>(i)});
+  KVStorage kv3(shape, 4, *backend, std::make_shared<const KeyTransform>(turning));
+  EXPECT_EQ(kv3.layer(0).k_turn_positions, 64);
+  for (int l = 0; l < 3; ++l) {
+    const PagedKVLayer L = kv3.layer(l);
+    ASSERT_NE(L.k_turn, nullptr);
+    EXPECT_EQ(L.k_turn_pairs, 2);
+    for (int i = 0; i < 4; ++i) {
+      const KeyTurn& want = turning.turn[static_cast<size_t>(4 * l + i)];
+      const KeyTurnPair& got = L.k_turn[i];
+      EXPECT_EQ(got.a, want.a);
+      EXPECT_EQ(got.b, want.b);
+      EXPECT_EQ(got.mu_a, want.mu_a);
+      EXPECT_EQ(got.mu_b, want.mu_b);
+      for (int p : {0, 1, 17, 63}) {
+        EXPECT_EQ(got.cos[p], static_cast<float>(std::cos(p * want.theta))) << p;
+        EXPECT_EQ(got.sin[p], static_cast<float>(std::sin(p * want.theta))) << p;
+      }
+      EXPECT_EQ(got.cos, kv3.layer(0).k_turn[i % 2].cos);  // the same angle, the same row
+    }
+  }
+  EXPECT_NE(kv3.layer(0).k_turn[0].cos, kv3.layer(0).k_turn[1].cos);
+  EXPECT_EQ(kv2.layer(0).k_turn, nullptr);  // no turning terms: none handed down
   try {
     KVStorage bad(shape, 4, *backend, std::make_shared<const KeyTransform>(make(3, 2, 16, false)));
     ADD_FAILURE() << "a transform for head dim 16 was taken by a head-dim-8 cache";

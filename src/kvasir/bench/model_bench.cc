@@ -38,6 +38,7 @@ BenchResult decode_figure(const std::string& name, const Model& model, ThreadPoo
   dopt.n_seqs = n_seqs;
   dopt.max_ctx = prompt_len + std::max(steps, opt.warmup_steps);
   dopt.kv_type = opt.kv_type;
+  dopt.key_transform = opt.key_transform;
   dopt.block_size = opt.block_size;
   MultiSeqDecoder dec(model, pool, dopt);
 
@@ -96,6 +97,7 @@ BenchResult prefill_figure(const Model& model, ThreadPool& pool, const BenchOpti
   dopt.max_ctx = opt.pp;
   dopt.max_batch = opt.pp;  // the whole prompt in one forward pass
   dopt.kv_type = opt.kv_type;
+  dopt.key_transform = opt.key_transform;
   dopt.block_size = opt.block_size;
   MultiSeqDecoder dec(model, pool, dopt);
   auto prompt = random_tokens(opt.pp, model.config().n_vocab, opt.seed);

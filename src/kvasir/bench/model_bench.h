@@ -21,11 +21,13 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kvasir/bench/stats.h"
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/model/model.h"
 #include "kvasir/util/thread_pool.h"
 
@@ -44,6 +46,7 @@ struct BenchOptions {
   int bandwidth_passes = 5;
   int warmup_steps = 8;
   KVCacheType kv_type{};
+  std::shared_ptr<const KeyTransform> key_transform;  // of quantized keys (kv/key_transform.h)
   int block_size = 16;
   uint32_t seed = 1;  // prompt tokens
 };

@@ -25,6 +25,7 @@ ModelRunnerOptions runner_options(int max_ctx, const DecoderOptions& o) {
   r.kv_blocks = blocks_per_seq(max_ctx, o.block_size) * o.n_seqs;
   r.block_size = o.block_size;
   r.kv_type = o.kv_type;
+  r.key_transform = o.key_transform;
   r.max_tokens = std::max(o.n_seqs, o.max_batch);
   r.max_logit_rows = o.n_seqs;
   return r;

@@ -29,6 +29,7 @@ struct DecoderOptions {
   int max_ctx = 0;  // positions per sequence; 0: the model's training context
   int max_batch = 512;
   KVCacheType kv_type{};
+  std::shared_ptr<const KeyTransform> key_transform;  // of quantized keys (kv/key_transform.h)
   int block_size = 16;
 };
 

@@ -77,6 +77,7 @@ void time_passes(const Model& m, const SpecBenchOptions& o, const std::vector<in
   ro.kv_blocks = blocks.n_blocks();
   ro.block_size = bs;
   ro.kv_type = o.kv_type;
+  if (&m != o.draft) ro.key_transform = o.key_transform;  // the target's cache only
   ro.max_tokens = std::max<int>(static_cast<int>(prompt.size()), o.k + 1);
   ro.max_logit_rows = o.k + 1;
   ModelRunner runner(m, pool, ro);
@@ -135,6 +136,7 @@ SpecBenchResult run_spec_bench(const Model& target, const SpecBenchOptions& o) {
   ec.max_batched_tokens = std::max(o.prompt, 64);
   ec.max_model_len = o.prompt + o.n + 1;
   ec.kv_type = o.kv_type;
+  ec.key_transform = o.key_transform;
   ec.threads = o.threads;
   Engine plain(target, tok, ec);
   const Run reference = generate(plain, prompt, o.n);  // warm-up and the replayed output

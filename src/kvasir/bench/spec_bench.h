@@ -16,10 +16,12 @@
 // min and max. The output is checked: speculation must reproduce the plain greedy tokens.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kvasir/bench/stats.h"
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/model/model.h"
 #include "kvasir/tensor/kv_quant.h"
 
@@ -39,6 +41,7 @@ struct SpecBenchOptions {
   const Model* draft = nullptr;
   int threads = 0;
   KVCacheType kv_type{};
+  std::shared_ptr<const KeyTransform> key_transform;  // the target's (kv/key_transform.h)
   uint32_t seed = 1;
 };
 

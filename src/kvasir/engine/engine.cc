@@ -198,6 +198,7 @@ struct Engine::Impl {
     o.kv_blocks = n_blocks;
     o.block_size = c.block_size;
     o.kv_type = c.kv_type;
+    o.key_transform = c.key_transform;
     o.max_tokens = c.max_batched_tokens;
     o.max_logit_rows = c.max_seqs;  // one row per scheduled sequence ...
     // ... or, verifying, one per computed token of a speculating sequence (at most every token).

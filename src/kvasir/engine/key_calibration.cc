@@ -38,8 +38,7 @@ std::vector<Pair> rope_pairs(const Model& model) {
 std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, ThreadPool& pool,
                                                             KVDType k,
                                                             std::span<const int32_t> tokens,
-                                                            int32_t bos, std::string source,
-                                                            int positions) {
+                                                            int32_t bos, std::string source) {
   const KeyTransformKind kind = key_transform_kind(k);
   if (kind == KeyTransformKind::kNone) return nullptr;
   if (tokens.empty()) fail("key calibration ({}): no tokens", source);
@@ -95,29 +94,24 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
   }
   const size_t T = token_pos.size();
 
-  // mu: the mean key before RoPE; m: mu turned by RoPE's mean rotation over 0 .. P-1.
+  // mu: the mean key before RoPE. The kTurnPairs RoPE pairs of a head with the largest |mu| get a
+  // turning shift (mu turned by p * theta); channels RoPE leaves alone get the constant mu; the
+  // other pairs no shift.
   const std::vector<Pair> pairs = rope_pairs(model);
-  const int P = positions > 0 ? positions : c.ctx_train;
-  // The mean of e^{i p theta} over p = 0 .. P-1, in closed form: e^{i (P-1) theta / 2} *
-  // sin(P theta / 2) / (P sin(theta / 2)), 1 for a pair that does not turn.
-  std::vector<double> mean_cos(pairs.size()), mean_sin(pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const double th = pairs[i].theta, half = std::sin(th / 2);
-    const double amp = std::fabs(half) < 1e-300 ? 1.0 : std::sin(P * th / 2) / (P * half);
-    mean_cos[i] = amp * std::cos((P - 1) * th / 2);
-    mean_sin[i] = amp * std::sin((P - 1) * th / 2);
-  }
+  const int n_turn = std::min(kTurnPairs, static_cast<int>(pairs.size()));
   auto t = std::make_shared<KeyTransform>();
   t->n_layers = L;
   t->n_kv_heads = G;
   t->head_dim = D;
   t->shift.resize(stride * static_cast<size_t>(L));
+  t->turn_pairs = n_turn;
+  t->turn.resize(static_cast<size_t>(n_turn) * G * L);
   if (kind == KeyTransformKind::kShiftAndScale) t->scale.resize(t->shift.size());
-  t->source =
-      source + ", " + std::to_string(T) + " tokens, shift for positions < " + std::to_string(P);
+  t->source = source + ", " + std::to_string(T) + " tokens";
   std::vector<double> mu(stride);
   std::vector<double> pre(static_cast<size_t>(D));
   std::vector<double> r(static_cast<size_t>(D));
+  std::vector<size_t> order(pairs.size());
   for (int l = 0; l < L; ++l) {
     const std::vector<float>& kl = keys[static_cast<size_t>(l)];
     std::fill(mu.begin(), mu.end(), 0.0);
@@ -141,10 +135,17 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
       const double* u = mu.data() + static_cast<size_t>(g) * D;
       float* mg = m + static_cast<size_t>(g) * D;
       for (int d = 0; d < D; ++d) mg[d] = static_cast<float>(u[d]);
-      for (size_t i = 0; i < pairs.size(); ++i) {
-        const Pair& pr = pairs[i];
-        mg[pr.a] = static_cast<float>(mean_cos[i] * u[pr.a] - mean_sin[i] * u[pr.b]);
-        mg[pr.b] = static_cast<float>(mean_sin[i] * u[pr.a] + mean_cos[i] * u[pr.b]);
+      for (const Pair& pr : pairs) mg[pr.a] = mg[pr.b] = 0.0f;
+      std::iota(order.begin(), order.end(), size_t{0});
+      auto norm = [&](size_t i) {
+        return u[pairs[i].a] * u[pairs[i].a] + u[pairs[i].b] * u[pairs[i].b];
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t x, size_t y) { return norm(x) > norm(y); });
+      KeyTurn* tg = t->turn.data() + (static_cast<size_t>(l) * G + g) * n_turn;
+      for (int i = 0; i < n_turn; ++i) {
+        const Pair& pr = pairs[order[static_cast<size_t>(i)]];
+        tg[i] = {pr.a, pr.b, pr.theta, static_cast<float>(u[pr.a]), static_cast<float>(u[pr.b])};
       }
     }
     if (kind != KeyTransformKind::kShiftAndScale) continue;
@@ -152,10 +153,17 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
     float* s = t->scale.data() + stride * static_cast<size_t>(l);
     for (int g = 0; g < G; ++g) {
       const float* mg = m + static_cast<size_t>(g) * D;
+      const KeyTurn* tg = t->turn.data() + (static_cast<size_t>(l) * G + g) * n_turn;
       std::fill(r.begin(), r.end(), 0.0);
       for (size_t tok = 0; tok < T; ++tok) {
         const float* k_row = kl.data() + (tok * G + static_cast<size_t>(g)) * D;
-        for (int d = 0; d < D; ++d) r[d] = std::max(r[d], std::fabs(double{k_row[d]} - mg[d]));
+        for (int d = 0; d < D; ++d) pre[d] = double{k_row[d]} - mg[d];
+        for (int i = 0; i < n_turn; ++i) {  // the turning shift at the token's position
+          const double a = token_pos[tok] * tg[i].theta, c = std::cos(a), sn = std::sin(a);
+          pre[tg[i].a] -= tg[i].mu_a * c - tg[i].mu_b * sn;
+          pre[tg[i].b] -= tg[i].mu_a * sn + tg[i].mu_b * c;
+        }
+        for (int d = 0; d < D; ++d) r[d] = std::max(r[d], std::fabs(pre[d]));
       }
       const double top = *std::max_element(r.begin(), r.end());
       float* sg = s + static_cast<size_t>(g) * D;
@@ -178,13 +186,12 @@ std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, 
 }
 
 std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, ThreadPool& pool,
-                                                            KVDType k, int positions) {
+                                                            KVDType k) {
   if (key_transform_kind(k) == KeyTransformKind::kNone) return nullptr;
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   const std::vector<TokenId> ids = tok.encode(key_calibration_text(), false, false);
   const int32_t bos = tok.add_bos() ? tok.bos_id() : -1;
-  return calibrate_key_transform(model, pool, k, ids, bos, "the built-in calibration text",
-                                 positions);
+  return calibrate_key_transform(model, pool, k, ids, bos, "the built-in calibration text");
 }
 
 }  // namespace kvasir

@@ -3,23 +3,19 @@
 // head and channel the shift m and (for int4) the scale s are derived from them.
 //
 // The shift. RoPE turns each channel pair of a key by an angle that grows with the position, so
-// the mean post-RoPE key of a short text is the mean of its positions only. The keys are turned
-// back to before RoPE (their positions are known), averaged there (mu), and m is mu turned by
-// RoPE's mean rotation over positions 0 .. P-1: the mean key over those positions, the constant
-// that leaves the least squared key over them. For a pair that barely turns in P positions
-// (RoPE's slow pairs, where the large means are) m is mu; for one that turns many times the
-// rotations average out and m goes to 0. Any m is exact (key_transform.h); P decides where it
-// helps, and a shift made for one context can hurt another: stories260K (head_dim 8, its large
-// means in pairs turning 0.01 and 0.001 a position), kvasir perplexity, all chunks, built-in
-// text, ΔPPL against f16 KV:
+// a mean of post-RoPE keys is the mean over the positions it was taken at only. The keys are
+// turned back to before RoPE (their positions are known) and averaged there (mu). On the
+// kTurnPairs pairs of each head with the largest |mu| the shift turns with the position (mu
+// turned by p * theta: the mean key at position p, for any context); channels RoPE leaves alone
+// get the constant mu; the other pairs none. Before (a constant shift: mu turned by RoPE's mean
+// rotation over the positions 0 .. P-1 it was made for), stories260K, kvasir perplexity, all
+// chunks, built-in text, ΔPPL against f16 KV:
 //   evaluated at ctx 256:  fp8 e4m3 +0.99% without a shift, +0.47% with P = 256
-//                          (tools/kv-sim: +0.40% with P = 512, +3.1% with P = 2048)
 //   evaluated at ctx 2048: fp8 e4m3 +3.6% without, +13.6% with P = 256, +1.8% with P = 2048;
 //                          int4 +33.7% without, +104% with P = 256
-// So the transform is opt-in and made for a stated context (kvasir perplexity --kv-calib,
-// --kv-calib-positions, default its --ctx). Serving every position with one cache needs the
-// keys stored before RoPE, centred there, and turned at read time (KVQuant's pre-RoPE
-// quantization): not built.
+// a shift made for one context hurt another, so it was opt-in and bound to a context; the
+// turning shift needs no context (figures: bench/NOTES.md, "Quantized KV: the turning key
+// shift").
 //
 // The scale (int4 only). s is each channel's largest |k - m| over the calibration keys to the
 // power kScaleAlpha, divided by the head's geometric mean so that s stays near 1 (SmoothQuant's
@@ -59,12 +55,11 @@ std::string_view key_calibration_text();
 std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, ThreadPool& pool,
                                                             KVDType k,
                                                             std::span<const int32_t> tokens,
-                                                            int32_t bos, std::string source,
-                                                            int positions = 0);
+                                                            int32_t bos, std::string source);
 
 // The same over the built-in text, tokenized by the model's tokenizer (BOS as the vocabulary
 // asks). Throws kvasir::Error when the model file has no usable tokenizer.
 std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, ThreadPool& pool,
-                                                            KVDType k, int positions = 0);
+                                                            KVDType k);
 
 }  // namespace kvasir

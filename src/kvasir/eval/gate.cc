@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "kvasir/bench/model_bench.h"
+#include "kvasir/engine/key_calibration.h"
 #include "kvasir/eval/golden.h"
 #include "kvasir/eval/kl_divergence.h"
 #include "kvasir/eval/perplexity.h"
@@ -445,6 +446,9 @@ Measurement measure(const Run& run, const std::string& baseline_path, const std:
   out.env.threads = pool.size();
   out.env.created = utc_now();
 
+  // Quantized keys go through the key transform calibrated on the built-in text, as kvasir's
+  // commands store them by default (engine/key_calibration.h).
+  const auto key_transform = calibrate_key_transform(*model, pool, run.kv.k);
   Metrics& m = out.metrics;
   if (run.perplexity()) {
     std::unique_ptr<LogitsReader> base;
@@ -472,6 +476,7 @@ Measurement measure(const Run& run, const std::string& baseline_path, const std:
       po.max_chunks = run.chunks >= 0 ? std::min(run.chunks, base->n_chunks()) : base->n_chunks();
     po.bos_id = tok.add_bos() ? tok.bos_id() : -1;
     po.kv_type = run.kv;
+    po.key_transform = key_transform;
     std::unique_ptr<KLAccumulator> kl;
     ScoredRowFn on_row;
     if (base) {
@@ -498,6 +503,7 @@ Measurement measure(const Run& run, const std::string& baseline_path, const std:
     const auto cases = read_golden_set(resolve_path(baseline_path, run.golden_set));
     GoldenOptions go;
     go.kv_type = run.kv;
+    go.key_transform = key_transform;
     const auto results = run_golden_set(*model, tok, pool, cases, go);
     m.golden_cases = static_cast<int>(results.size());
     for (const auto& r : results) {
@@ -517,6 +523,7 @@ Measurement measure(const Run& run, const std::string& baseline_path, const std:
     bo.batches.clear();
     bo.bandwidth = false;
     bo.kv_type = run.kv;
+    bo.key_transform = key_transform;
     bench::validate(bo, model.get());
     for (const auto& r : bench::run_model_bench(*model, pool, bo)) {
       if (run.tg > 0 && r.name == fmt::format("tg{}", run.tg)) m.tg_tok_s = r.stats.median;

@@ -97,6 +97,7 @@ std::vector<GoldenResult> run_golden_set(const Model& model, const Tokenizer& to
     }
     SequenceRunnerOptions so;
     so.kv_type = opt.kv_type;
+    so.key_transform = opt.key_transform;
     so.max_ctx = static_cast<int>(prompt.size()) + max_tokens + 1;
     SequenceRunner runner(model, pool, so);
     std::vector<int32_t> out;

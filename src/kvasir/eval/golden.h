@@ -17,10 +17,12 @@
 // holds the substring.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kvasir/kv/key_transform.h"
 #include "kvasir/model/model.h"
 #include "kvasir/tensor/kv_quant.h"
 #include "kvasir/tokenizer/tokenizer.h"
@@ -53,6 +55,7 @@ struct GoldenResult {
 
 struct GoldenOptions {
   KVCacheType kv_type{};
+  std::shared_ptr<const KeyTransform> key_transform;  // of quantized keys (kv/key_transform.h)
 };
 
 std::vector<GoldenResult> run_golden_set(const Model& model, const Tokenizer& tok, ThreadPool& pool,

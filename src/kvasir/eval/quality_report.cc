@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kvasir/bench/model_bench.h"
+#include "kvasir/engine/key_calibration.h"
 #include "kvasir/engine/memory_plan.h"
 #include "kvasir/eval/golden.h"
 #include "kvasir/eval/kl_divergence.h"
@@ -100,11 +101,15 @@ std::vector<ReportRow> run_quality_report(const ReportOptions& opt,
                                              static_cast<double>(n_params)
                                        : 0;
       r.kv_bytes_per_token = kv_bytes_per_token(model->config(), kv);
+      const auto key_transform =
+          opt.calibrate_keys ? calibrate_key_transform(*model, pool, kv.k) : nullptr;
+      if (key_transform) r.key_transform = key_transform->source;
       PerplexityOptions po;
       po.ctx = opt.ctx;
       po.max_chunks = base->n_chunks();
       po.bos_id = tok.add_bos() ? tok.bos_id() : -1;
       po.kv_type = kv;
+      po.key_transform = key_transform;
       KLAccumulator kl(*base);
       r.ppl = perplexity(*model, pool, tokens, po, {},
                          [&](int, int, std::span<const float> l, int32_t next) { kl.add(l, next); })
@@ -117,6 +122,7 @@ std::vector<ReportRow> run_quality_report(const ReportOptions& opt,
       if (!golden.empty()) {
         GoldenOptions go;
         go.kv_type = kv;
+        go.key_transform = key_transform;
         const auto res = run_golden_set(*model, tok, pool, golden, go);
         int pass = 0;
         for (const auto& g : res) pass += g.pass ? 1 : 0;
@@ -129,6 +135,7 @@ std::vector<ReportRow> run_quality_report(const ReportOptions& opt,
         bo.batches.clear();
         bo.bandwidth = false;
         bo.kv_type = kv;
+        bo.key_transform = key_transform;
         for (const auto& b : bench::run_model_bench(*model, pool, bo))
           if (b.name == fmt::format("tg{}", opt.tg)) r.tg_tok_s = b.stats.median;
       }
@@ -178,7 +185,8 @@ nlohmann::json report_json(const std::vector<ReportRow>& rows) {
                         {"dppl_pct", r.dppl_pct},
                         {"mean_kld", r.kld},
                         {"mean_kld_err", r.kld_err},
-                        {"top1_agreement", r.top1}};
+                        {"top1_agreement", r.top1},
+                        {"key_transform", r.key_transform}};
     j["golden_pass_rate"] = r.golden_pass_rate ? nlohmann::json(*r.golden_pass_rate) : nullptr;
     j["tg_tok_s"] = r.tg_tok_s ? nlohmann::json(*r.tg_tok_s) : nullptr;
     a.push_back(j);

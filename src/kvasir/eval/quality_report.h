@@ -29,11 +29,15 @@ struct ReportOptions {
   std::string golden_set;  // "" = no golden column
   int tg = 0;              // > 0: measure tg<tg> tok/s (3 repetitions)
   int threads = 0;
+  // Quantized keys are stored through the key transform calibrated on the built-in text
+  // (engine/key_calibration.h), as kvasir's commands do by default; false: as they are.
+  bool calibrate_keys = true;
   std::string scratch_dir;  // where the reference distributions are kept meanwhile ("" = TMPDIR)
 };
 
 struct ReportRow {
   std::string model;   // path
+  std::string key_transform = "none";  // where the keys' transform came from
   std::string format;  // the type most of the file's matrix weights are in, e.g. "q4_0"
   KVCacheType kv;
   double bits_per_weight = 0;

@@ -122,8 +122,10 @@ class Backend {
   // once for all targets (in `scratch`).
   virtual void matmul(const float* x, int64_t n_tokens, int64_t cols,
                       std::span<const MatmulTarget> targets, BackendScratch& scratch) = 0;
+  // positions: each row's position (needed when the cache's key transform has turning terms,
+  // else may be null).
   virtual void kv_write(const PagedKVLayer& kv, const float* k, const float* v,
-                        const int32_t* slots, int64_t n_tokens) = 0;
+                        const int32_t* slots, const int32_t* positions, int64_t n_tokens) = 0;
   virtual void attention(const PagedKVLayer& kv, const AttentionArgs& args) = 0;
   // out row i = x row rows[i] (rows of dim floats).
   virtual void gather_rows(const float* x, std::span<const int32_t> rows, int64_t dim,

@@ -19,6 +19,19 @@
 
 namespace kvasir {
 
+// One turning term of a key transform's shift (kv/key_transform.h): RoPE pair (a, b) of a KV
+// head, whose mean key before RoPE is (mu_a, mu_b); at position p the shift on the pair is that
+// mean turned by p * theta, (mu_a c - mu_b s, mu_a s + mu_b c) with c = cos[p], s = sin[p] read
+// from the storage's table (the same floats for the write and the read).
+struct KeyTurnPair {
+  int32_t a = 0;
+  int32_t b = 0;
+  float mu_a = 0.0f;
+  float mu_b = 0.0f;
+  const float* cos = nullptr;  // k_turn_positions + 8 floats (the tail pads a group of 8 keys)
+  const float* sin = nullptr;
+};
+
 // A weight matrix in ggml row layout: `rows` output features of `cols` input features, each row
 // row_bytes(type, cols) bytes (e.g. a view into a GGUF mapping).
 struct MatrixView {
@@ -43,6 +56,13 @@ struct PagedKVLayer {
   // q * k_scale[g]. k_scale may be null with k_shift set (scale 1).
   const float* k_shift = nullptr;
   const float* k_scale = nullptr;
+  // The turning part of the shift, or null: k_turn_pairs entries per KV head (head g's at
+  // k_turn + g * k_turn_pairs); a key of head g at position p is stored as
+  // (k - k_shift[g] - turn_g(p)) / k_scale[g], and its score gets q . turn_g(p) back. Positions
+  // below k_turn_positions only.
+  const KeyTurnPair* k_turn = nullptr;
+  int k_turn_pairs = 0;
+  int64_t k_turn_positions = 0;
 
   size_t k_tile_bytes() const { return tile_bytes(k_type); }
   size_t v_tile_bytes() const { return tile_bytes(v_type); }

@@ -21,6 +21,23 @@ void KeyTransform::validate() const {
   for (size_t i = 0; i < scale.size(); ++i)
     if (!(std::isfinite(scale[i]) && scale[i] > 0.0f))
       fail("key transform: scale {} is {}, expected a finite value > 0", i, scale[i]);
+  if (turn_pairs < 0 || turn_pairs > head_dim / 2)
+    fail("key transform: {} turning pairs per head, expected 0 .. {}", turn_pairs, head_dim / 2);
+  const size_t n_turn =
+      static_cast<size_t>(turn_pairs) * static_cast<size_t>(n_kv_heads) * n_layers;
+  if (turn.size() != n_turn)
+    fail("key transform: {} turning terms, expected {} ({} layers x {} KV heads x {})", turn.size(),
+         n_turn, n_layers, n_kv_heads, turn_pairs);
+  for (size_t i = 0; i < n_turn; ++i) {
+    const KeyTurn& t = turn[i];
+    if (t.a < 0 || t.b < 0 || t.a >= head_dim || t.b >= head_dim || t.a == t.b)
+      fail(
+          "key transform: turning term {} has channels {} and {}, expected two distinct ones "
+          "below {}",
+          i, t.a, t.b, head_dim);
+    if (!std::isfinite(t.theta) || !std::isfinite(t.mu_a) || !std::isfinite(t.mu_b))
+      fail("key transform: turning term {} has a non-finite angle or mean", i);
+  }
 }
 
 KeyTransformKind key_transform_kind(KVDType k) {

@@ -1,5 +1,7 @@
 #include "kvasir/kv/kv_storage.h"
 
+#include <cmath>
+#include <map>
 #include <utility>
 
 #include "kvasir/util/error.h"
@@ -40,6 +42,29 @@ KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend,
   const size_t v_layer = static_cast<size_t>(n_blocks) * shape.n_kv_heads * proto.v_tile_bytes();
   memory_ = backend.alloc((k_layer + v_layer) * shape.n_layers, "the KV cache");
   auto* base = static_cast<uint8_t*>(memory_->data());
+  // The turning terms' table: one cos row and one sin row per distinct angle, each over every
+  // position the cache holds plus 8 (attention reads a whole group of 8 keys past a block's end).
+  const int64_t n_pos = n_blocks * shape.block_size;
+  const size_t row = static_cast<size_t>(n_pos) + 8;
+  if (key_transform_ && !key_transform_->turn.empty()) {
+    std::map<double, size_t> rows;  // angle -> its cos row
+    for (const KeyTurn& t : key_transform_->turn) {
+      if (rows.contains(t.theta)) continue;
+      const size_t r = 2 * row * rows.size();
+      rows.emplace(t.theta, r);
+      turn_table_.resize(r + 2 * row, 0.0f);
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const double a = static_cast<double>(p) * t.theta;
+        turn_table_[r + static_cast<size_t>(p)] = static_cast<float>(std::cos(a));
+        turn_table_[r + row + static_cast<size_t>(p)] = static_cast<float>(std::sin(a));
+      }
+    }
+    turn_pairs_.reserve(key_transform_->turn.size());
+    for (const KeyTurn& t : key_transform_->turn) {
+      const float* c = turn_table_.data() + rows.at(t.theta);
+      turn_pairs_.push_back({t.a, t.b, t.mu_a, t.mu_b, c, c + row});
+    }
+  }
   for (int l = 0; l < shape.n_layers; ++l) {
     PagedKVLayer L = proto;
     L.k = base + l * (k_layer + v_layer);
@@ -47,6 +72,12 @@ KVStorage::KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend,
     if (key_transform_) {
       L.k_shift = key_transform_->layer_shift(l);
       L.k_scale = key_transform_->layer_scale(l);
+      if (!turn_pairs_.empty()) {
+        L.k_turn_pairs = key_transform_->turn_pairs;
+        L.k_turn = turn_pairs_.data() +
+                   static_cast<size_t>(shape.n_kv_heads) * L.k_turn_pairs * static_cast<size_t>(l);
+        L.k_turn_positions = n_pos;
+      }
     }
     layers_.push_back(L);
   }

@@ -38,8 +38,10 @@ class KVStorage {
   // Allocates n_blocks blocks for every layer in `backend`'s memory. Keys are stored through
   // `key_transform` (kv/key_transform.h; null: as they are); it must match the shape, and the
   // storage keeps it for its life (its vectors are read in host memory, where the CPU backend's
-  // kernels run). Throws kvasir::Error for a bad shape, dtype or transform, or if the allocation
-  // fails.
+  // kernels run). A transform with turning terms also gets a cos/sin table of their angles over
+  // every position the cache can hold (n_blocks * block_size: 8 bytes per position and distinct
+  // angle, ~0.5 MiB for 32 angles at 2048 positions), in host memory. Throws kvasir::Error for a
+  // bad shape, dtype or transform, or if the allocation fails.
   KVStorage(const KVShape& shape, int64_t n_blocks, Backend& backend,
             std::shared_ptr<const KeyTransform> key_transform = nullptr);
 
@@ -53,6 +55,8 @@ class KVStorage {
   int64_t n_blocks_;
   std::unique_ptr<DeviceBuffer> memory_;
   std::shared_ptr<const KeyTransform> key_transform_;
+  std::vector<float> turn_table_;        // per distinct angle: cos then sin of p * theta
+  std::vector<KeyTurnPair> turn_pairs_;  // [layer][kv head][term], pointing into turn_table_
   std::vector<PagedKVLayer> layers_;
 };
 

@@ -220,7 +220,7 @@ void Model::forward(const Batch& b, const KVStorage& kv, ForwardState& s, float*
     be.rope(s.q, b.positions.data(), n, c.n_heads, c.head_dim, c.rope_dim, inv_freq_, c.rope_neox);
     be.rope(s.k, b.positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, inv_freq_,
             c.rope_neox);
-    be.kv_write(kvl, s.k, s.v, b.slots.data(), n);
+    be.kv_write(kvl, s.k, s.v, b.slots.data(), b.positions.data(), n);
     be.attention(kvl, aa);
     observe(s, {L.names.wo}, s.att, n, c.q_dim());
     const MatmulTarget wo[] = {{L.wo.get(), s.h}};

@@ -12,7 +12,9 @@
 //   1. scores of the block's keys in groups of 8: s_j = q·K_j with q pre-multiplied by `scale`,
 //      as 8-lane partial sums (lane l sums the dimensions d = l mod 8, one fused multiply-add per
 //      8 dimensions in increasing order, from zero) reduced by the fixed tree
-//      ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)); keys after the row's position are -inf;
+//      ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)); where the key transform has turning terms, the
+//      8 keys' q . turn(p) is added (TurnScores8: 2 multiply-adds per pair over the storage's
+//      cos/sin table, pairs in order, from zero); keys after the row's position are -inf;
 //   2. m' = max(m, max_j s_j) (a max: any order gives the same value), alpha = exp(m - m')
 //      (exactly 1 when m' == m), p_j = exp(s_j - m'), l' = l * alpha + sum_j p_j with the sum
 //      taken lane-wise over the block's 8-key groups in order, then the same fixed tree;
@@ -453,6 +455,28 @@ void Accumulate(float* HWY_RESTRICT o, int chunks, float alpha, const float* HWY
   if (c < chunks) AccumulateFixed<E, 1>(o + c * 8, alpha, p, Row<E>(v, 1, c * 8), stride, n);
 }
 
+// The turning part of a key transform's shift for one row (kernels/views.h): its KV head's
+// pairs, the row's coefficients (A_i, B_i) = (q_a mu_a + q_b mu_b, q_b mu_a - q_a mu_b) of the
+// scaled query, and the tile's first position. q . turn(p) = sum_i A_i cos_i[p] + B_i sin_i[p].
+struct TurnRow {
+  const KeyTurnPair* pairs = nullptr;
+  int n = 0;
+  const float* ab = nullptr;
+  int64_t start = 0;
+};
+
+// q . turn(p) for the 8 keys j0 .. j0 + 7 of the tile: multiply-adds in increasing pair order,
+// A then B, from zero.
+HWY_INLINE V8 TurnScores8(const TurnRow& tr, int j0) {
+  const size_t p = static_cast<size_t>(tr.start + j0);
+  V8 c = Zero8();
+  for (int i = 0; i < tr.n; ++i) {
+    c = Fma8(Set8(tr.ab[2 * i]), Load8(tr.pairs[i].cos + p), c);
+    c = Fma8(Set8(tr.ab[2 * i + 1]), Load8(tr.pairs[i].sin + p), c);
+  }
+  return c;
+}
+
 // Online-softmax state of one row (a query token x head).
 struct RowState {
   float m;  // running max of the scores seen
@@ -464,13 +488,15 @@ struct RowState {
 // `slots` floats (bs rounded up to 8).
 template <class E>
 HWY_INLINE void RowTile(const float* HWY_RESTRICT q, int chunks, const TileRows& t, int nvr,
-                        int slots, float* HWY_RESTRICT s, RowState& st, float* HWY_RESTRICT o) {
+                        int slots, const TurnRow& tr, float* HWY_RESTRICT s, RowState& st,
+                        float* HWY_RESTRICT o) {
   // Scores in groups of 8 keys; keys past the row's last visible one are -inf (a group is
   // computed whole: keys past nvr inside the block may hold anything, and are discarded).
   V8 mv = Set8(-std::numeric_limits<float>::infinity());
   for (int j0 = 0; j0 < slots; j0 += 8) {
     V8 sv = j0 < nvr ? Score8<E>(q, chunks, t.k, t.stride, j0)
                      : Set8(-std::numeric_limits<float>::infinity());
+    if (tr.n > 0 && j0 < nvr) sv = Add8(sv, TurnScores8(tr, j0));  // s_j += q . turn(p_j)
     if (j0 + 8 > nvr) sv = KeepFirst8(sv, nvr - j0);
     Store8(sv, s + j0);
     mv = Max8(mv, sv);
@@ -519,12 +545,13 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
   const bool convert = !plain || R >= kConvertRows || dim % 8 != 0 || bs % 8 != 0;
   const bool rotate_q = kv_rotates_keys(kv.k_type);
   const float* k_scale = kv.k_scale;
+  const int np = kv.k_turn ? kv.k_turn_pairs : 0;
 
   // Scratch: Q (scaled, padded) and O per row, the tile's scores, the converted K and V tiles,
   // and the per-row online-softmax state.
   const size_t total = 2 * static_cast<size_t>(RT) * dp + static_cast<size_t>(slots) +
                        (convert ? 2 * static_cast<size_t>(slots) * dp : 0) +
-                       2 * static_cast<size_t>(RT) + 8;
+                       2 * static_cast<size_t>(RT) + 2 * static_cast<size_t>(RT) * np + 8;
   float* p = ThreadScratch(total);
   float* Q = p;
   p += static_cast<size_t>(RT) * dp;
@@ -542,6 +569,8 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
     // Padding key rows (bs .. slots) are scored and then masked: keep them finite.
     std::fill(kf + static_cast<size_t>(bs) * dp, kf + static_cast<size_t>(slots) * dp, 0.0f);
   }
+  float* AB = p;  // per row: the turning pairs' coefficients
+  p += 2 * static_cast<size_t>(RT) * np;
   auto* st = reinterpret_cast<RowState*>(p);
 
   // Row gi * R + r: KV head g0 + gi, token c.t0 + r / G, query head (g0 + gi) * G + r % G.
@@ -553,6 +582,15 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
       const float* qrow = a.q + t * q_stride + static_cast<int64_t>(h) * dim;
       float* qr = Q + static_cast<size_t>(gi * R + r) * dp;
       for (int d = 0; d < dim; ++d) qr[d] = qrow[d] * a.scale;
+      if (np > 0) {  // the turning shift's coefficients, from the scaled query
+        const KeyTurnPair* tp = kv.k_turn + static_cast<size_t>(g0 + gi) * np;
+        float* ab = AB + static_cast<size_t>(gi * R + r) * 2 * np;
+        for (int i = 0; i < np; ++i) {
+          const float qa = qr[tp[i].a], qb = qr[tp[i].b];
+          ab[2 * i] = qa * tp[i].mu_a + qb * tp[i].mu_b;
+          ab[2 * i + 1] = qb * tp[i].mu_a - qa * tp[i].mu_b;
+        }
+      }
       if (k_scale) {  // keys are stored divided by the transform's scale (kv/key_transform.h)
         const float* sc = k_scale + static_cast<size_t>(g0 + gi) * dim;
         for (int d = 0; d < dim; ++d) qr[d] *= sc[d];
@@ -611,10 +649,12 @@ void ProcessItem(const PagedKVLayer& kv, const AttentionArgs& a, const AttnChunk
         const size_t row = static_cast<size_t>(gi * R + r);
         float* qr = Q + row * dp;
         float* orow = O + row * dp;
+        const TurnRow tr{np > 0 ? kv.k_turn + static_cast<size_t>(g) * np : nullptr, np,
+                         AB + row * 2 * np, start};
         if (tile.f16) {
-          RowTile<uint16_t>(qr, chunks, tile, nvr, slots, S, st[row], orow);
+          RowTile<uint16_t>(qr, chunks, tile, nvr, slots, tr, S, st[row], orow);
         } else {
-          RowTile<float>(qr, chunks, tile, nvr, slots, S, st[row], orow);
+          RowTile<float>(qr, chunks, tile, nvr, slots, tr, S, st[row], orow);
         }
       }
     }
@@ -725,7 +765,14 @@ void attention(const PagedKVLayer& kv, const AttentionArgs& a, ThreadPool& pool)
       chunks.push_back({t, t + 1, s, pos});
     }
   }
+  if (kv.k_turn && !kv.k_shift)
+    fail("attention: a key transform with turning terms needs its constant shift");
   for (const detail::AttnChunk& c : chunks) {
+    if (kv.k_turn &&
+        (c.max_pos / kv.block_size + 1) * int64_t{kv.block_size} > kv.k_turn_positions) {
+      fail("attention: position {} is past the key transform's {} positions", c.max_pos,
+           kv.k_turn_positions);
+    }
     const int32_t* table = a.seqs[c.seq].block_table;
     for (int32_t b = 0; b <= c.max_pos / kv.block_size; ++b) {
       if (table[b] < 0 || table[b] >= kv.n_blocks) {

@@ -25,9 +25,11 @@ namespace kvasir::cpu {
 // (slot[t] = block_id * block_size + offset), each in its dtype (K and V may differ). F16 rounds
 // to nearest even, bit-identical to fp32_to_fp16; the quantized dtypes are bit-identical to
 // kv_quantize_row (one row = one token of one KV head, quantized on its own). Slots are always
-// checked against n_blocks (kvasir::Error; costs one compare per token).
+// checked against n_blocks (kvasir::Error; costs one compare per token). positions[t] is row t's
+// position, read only when the key transform has turning terms (kv.k_turn; then required, and
+// each must be below kv.k_turn_positions); otherwise it may be null.
 void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
-              int64_t n_tokens);
+              const int32_t* positions, int64_t n_tokens);
 
 // Throws kvasir::Error (before any work starts) on a bad layout, seq_index, position, or a block
 // table that is too short or names a block outside the cache. Scratch is per thread, grown on

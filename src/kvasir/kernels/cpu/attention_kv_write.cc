@@ -1,5 +1,5 @@
 // kv_write(): stores new K/V rows into their paged-cache slots (contract in attention.h).
-// Keys go through their transform ((k - shift) / scale, kv/key_transform.h) and then their
+// Keys go through their transform ((k - shift(p)) / scale, kv/key_transform.h) and then their
 // rotation (kv_rotate_key) first.
 //
 // F16 uses the F16C conversion (round to nearest even) on AVX2/AVX-512. It matches
@@ -250,7 +250,7 @@ void WriteRow(KVDType type, const float* HWY_RESTRICT src, int dim, uint8_t* til
 }
 
 void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
-                 int64_t n_tokens) {
+                 const int32_t* positions, int64_t n_tokens) {
   const int dim = kv.head_dim;
   const size_t row = static_cast<size_t>(kv.n_kv_heads) * static_cast<size_t>(dim);
   const size_t k_tile = kv.k_tile_bytes();
@@ -271,8 +271,18 @@ void KVWriteImpl(const PagedKVLayer& kv, const float* k, const float* v, const i
       if (transform) {  // the cache's key transform (kv/key_transform.h)
         const float* m = kv.k_shift + static_cast<size_t>(g) * dim;
         const float* sc = kv.k_scale ? kv.k_scale + static_cast<size_t>(g) * dim : nullptr;
-        for (int d = 0; d < dim; ++d)
-          key[static_cast<size_t>(d)] = sc ? (krow[d] - m[d]) / sc[d] : krow[d] - m[d];
+        for (int d = 0; d < dim; ++d) key[static_cast<size_t>(d)] = krow[d] - m[d];
+        if (kv.k_turn) {  // the turning part of the shift at this row's position
+          const size_t p = static_cast<size_t>(positions[t]);
+          const KeyTurnPair* tp = kv.k_turn + static_cast<size_t>(g) * kv.k_turn_pairs;
+          for (int i = 0; i < kv.k_turn_pairs; ++i) {
+            const float c = tp[i].cos[p], sn = tp[i].sin[p];
+            key[static_cast<size_t>(tp[i].a)] -= tp[i].mu_a * c - tp[i].mu_b * sn;
+            key[static_cast<size_t>(tp[i].b)] -= tp[i].mu_a * sn + tp[i].mu_b * c;
+          }
+        }
+        if (sc)
+          for (int d = 0; d < dim; ++d) key[static_cast<size_t>(d)] /= sc[d];
         krow = key.data();
       }
       if (rotate) {  // quantized keys are stored rotated (tensor/kv_quant.h)
@@ -298,7 +308,7 @@ namespace kvasir::cpu {
 HWY_EXPORT(KVWriteImpl);
 
 void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
-              int64_t n_tokens) {
+              const int32_t* positions, int64_t n_tokens) {
   if (kv.block_size <= 0 || kv.n_kv_heads <= 0 || kv.head_dim <= 0 || kv.n_blocks < 0) {
     fail("kv_write: bad KV layout (block_size {}, n_kv_heads {}, head_dim {}, n_blocks {})",
          kv.block_size, kv.n_kv_heads, kv.head_dim, kv.n_blocks);
@@ -312,7 +322,17 @@ void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int3
            slots[t], n_slots, kv.n_blocks, kv.block_size);
     }
   }
-  HWY_DYNAMIC_DISPATCH(KVWriteImpl)(kv, k, v, slots, n_tokens);
+  if (kv.k_turn) {
+    if (!kv.k_shift) fail("kv_write: a key transform with turning terms needs its constant shift");
+    if (!positions) fail("kv_write: the key transform turns with the position: positions needed");
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      if (positions[t] < 0 || positions[t] >= kv.k_turn_positions) {
+        fail("kv_write: token {} has position {}, outside the key transform's {} positions", t,
+             positions[t], kv.k_turn_positions);
+      }
+    }
+  }
+  HWY_DYNAMIC_DISPATCH(KVWriteImpl)(kv, k, v, slots, positions, n_tokens);
 }
 
 }  // namespace kvasir::cpu

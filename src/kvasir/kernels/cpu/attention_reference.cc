@@ -44,6 +44,7 @@ void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
     for (int h = 0; h < a.n_heads; ++h) {
       const int g = h / G;
       std::vector<float> q(a.q + (t * a.n_heads + h) * dim, a.q + (t * a.n_heads + h + 1) * dim);
+      const std::vector<float> q0 = q;  // the query as given, for the turning shift's term
       if (kv.k_scale)  // keys are stored divided by the transform's scale (kv/key_transform.h)
         for (int d = 0; d < dim; ++d) q[d] *= kv.k_scale[g * dim + d];
       if (kv_rotates_keys(kv.k_type)) kv_rotate_key(q.data(), dim);  // keys are stored rotated
@@ -56,6 +57,14 @@ void attention_reference(const PagedKVLayer& kv, const AttentionArgs& a) {
         const std::vector<float> k = kv_row(kv, kv.k_type, kv.k, tile(p), p % bs);
         double s = 0;
         for (int d = 0; d < dim; ++d) s += static_cast<double>(q[d]) * k[d];
+        if (kv.k_turn) {  // the keys' turning shift, given back: q . turn(p) (kv/key_transform.h)
+          const KeyTurnPair* tp = kv.k_turn + static_cast<size_t>(g) * kv.k_turn_pairs;
+          for (int i = 0; i < kv.k_turn_pairs; ++i) {
+            const double c = tp[i].cos[p], sn = tp[i].sin[p];
+            s += q0[tp[i].a] * (tp[i].mu_a * c - tp[i].mu_b * sn) +
+                 q0[tp[i].b] * (tp[i].mu_a * sn + tp[i].mu_b * c);
+          }
+        }
         scores[p] = s * a.scale;
         mx = std::max(mx, scores[p]);
       }

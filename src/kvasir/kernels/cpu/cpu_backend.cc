@@ -131,8 +131,8 @@ void CpuBackend::matmul(const float* x, int64_t n_tokens, int64_t cols,
 }
 
 void CpuBackend::kv_write(const PagedKVLayer& kv, const float* k, const float* v,
-                          const int32_t* slots, int64_t n_tokens) {
-  cpu::kv_write(kv, k, v, slots, n_tokens);
+                          const int32_t* slots, const int32_t* positions, int64_t n_tokens) {
+  cpu::kv_write(kv, k, v, slots, positions, n_tokens);
 }
 
 void CpuBackend::attention(const PagedKVLayer& kv, const AttentionArgs& args) {

@@ -33,7 +33,7 @@ class CpuBackend final : public Backend {
   void matmul(const float* x, int64_t n_tokens, int64_t cols, std::span<const MatmulTarget> targets,
               BackendScratch& scratch) override;
   void kv_write(const PagedKVLayer& kv, const float* k, const float* v, const int32_t* slots,
-                int64_t n_tokens) override;
+                const int32_t* positions, int64_t n_tokens) override;
   void attention(const PagedKVLayer& kv, const AttentionArgs& args) override;
   void gather_rows(const float* x, std::span<const int32_t> rows, int64_t dim, float* out) override;
 
