@@ -48,10 +48,9 @@ inline constexpr double kScaleAlpha = 0.5;
 std::string_view key_calibration_text();
 
 // The transform the K dtype `k` uses (key_transform_kind), calibrated on `tokens` (model ids of
-// the text, without BOS: each chunk starts with `bos`, or with the text itself when bos < 0) for
-// a cache of `positions` positions (0: the model's training context); null for a dtype
-// that uses none. `source` names the text in the result. Throws kvasir::Error for an empty token
-// list or an id outside the vocabulary.
+// the text, without BOS: each chunk starts with `bos`, or with the text itself when bos < 0), for
+// every position; null for a dtype that uses none. `source` names the text in the result. Throws
+// kvasir::Error for an empty token list or an id outside the vocabulary.
 std::shared_ptr<const KeyTransform> calibrate_key_transform(const Model& model, ThreadPool& pool,
                                                             KVDType k,
                                                             std::span<const int32_t> tokens,

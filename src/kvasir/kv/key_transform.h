@@ -57,7 +57,8 @@ struct KeyTransform {
   // is stored.
   std::vector<float> shift;
   // The turning part: turn_pairs terms per (layer, KV head), [layer][kv head][term]; 0 and empty
-  // for none. Each head's pairs are distinct RoPE pairs of its channels.
+  // for none. Calibration picks distinct RoPE pairs of the head; any pairs are exact (each term
+  // is taken out on write and given back on read).
   int turn_pairs = 0;
   std::vector<KeyTurn> turn;
   // Same shape, or empty (s = 1): keys are divided by it, queries multiplied. Every entry is
