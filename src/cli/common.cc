@@ -251,14 +251,21 @@ void check_kv_calib(const KVCalibOptions& o) {
     check_text_file(o.text, "--kv-calib text file");
 }
 
+namespace {
+// Whether `o` asks for a transform of keys stored as k (none, or the default for f16/f32 keys:
+// no); an explicit text for f16/f32 keys says yes, and is refused by resolve_key_transform.
+bool wants_key_transform(const KVCalibOptions& o, KVDType k) {
+  return o.text != "none" && (!o.text.empty() || key_transform_kind(k) != KeyTransformKind::kNone);
+}
+}  // namespace
+
 std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& o,
                                                           const Model& model,
                                                           const Tokenizer& tokenizer,
                                                           ThreadPool& pool, KVDType k) {
   check_kv_calib(o);
-  const bool quantized = key_transform_kind(k) != KeyTransformKind::kNone;
-  if (o.text == "none" || (o.text.empty() && !quantized)) return nullptr;
-  if (!quantized)
+  if (!wants_key_transform(o, k)) return nullptr;
+  if (key_transform_kind(k) == KeyTransformKind::kNone)
     fail(
         "--kv-calib: the keys are stored as {}, which takes no transform (it is for int8, fp8 and "
         "int4 keys: --kv-dtype or --cache-type-k)",
@@ -275,8 +282,7 @@ std::shared_ptr<const KeyTransform> resolve_key_transform(const KVCalibOptions& 
                                                           const Model& model, int threads,
                                                           KVDType k) {
   check_kv_calib(o);
-  const bool quantized = key_transform_kind(k) != KeyTransformKind::kNone;
-  if (o.text == "none" || (o.text.empty() && !quantized)) return nullptr;
+  if (!wants_key_transform(o, k)) return nullptr;  // no pool, no tokenizer
   ThreadPool pool(threads);
   const Tokenizer tok = Tokenizer::from_gguf(model.file());
   return resolve_key_transform(o, model, tok, pool, k);

@@ -113,20 +113,28 @@ double mean_nll(const std::vector<int32_t>& text, int chunk, int n_chunks, KVCac
   return nll / static_cast<double>(n);
 }
 
-// The ΔPPL (%) of keys stored as `k` (V f16) against `base` (mean_nll of f16 K and V), printed.
-double key_dppl(const std::vector<int32_t>& ids, int chunk, int n_chunks, double base, KVDType k,
-                bool calibrate) {
-  const double d =
-      100.0 * (std::exp(mean_nll(ids, chunk, n_chunks, {k, KVDType::F16}, calibrate) - base) - 1);
-  std::printf("[ info ] ctx %d, %s keys, %s transform: dPPL %+.2f%%\n", chunk,
-              std::string(kv_dtype_name(k)).c_str(), calibrate ? "with the" : "without a", d);
-  return d;
-}
-
-std::vector<int32_t> eval_ids() {
-  const std::string text = test_util::read_file(test_util::text_dir() + "/tinystories-eval.txt");
-  return fx().tok.encode(text, false, false);
-}
+// ΔPPL (%) of keys stored in a dtype (V f16) against f16 K and V, over the first n_chunks chunks
+// of `chunk` tokens of tinystories-eval; each figure is printed.
+struct KeyLoss {
+  int chunk, n_chunks;
+  std::vector<int32_t> ids;
+  double base = 0;
+  KeyLoss(int chunk_, int n_chunks_) : chunk(chunk_), n_chunks(n_chunks_) {
+    const std::string text = test_util::read_file(test_util::text_dir() + "/tinystories-eval.txt");
+    ids = fx().tok.encode(text, false, false);
+    if (ids.size() < static_cast<size_t>(chunk) * n_chunks)
+      fail("tinystories-eval.txt: {} tokens, fewer than {} chunks of {}", ids.size(), n_chunks,
+           chunk);
+    base = mean_nll(ids, chunk, n_chunks, {KVDType::F16, KVDType::F16}, false);
+  }
+  double operator()(KVDType k, bool calibrate) const {
+    const double d =
+        100.0 * (std::exp(mean_nll(ids, chunk, n_chunks, {k, KVDType::F16}, calibrate) - base) - 1);
+    std::printf("[ info ] ctx %d, %s keys, %s transform: dPPL %+.2f%%\n", chunk,
+                std::string(kv_dtype_name(k)).c_str(), calibrate ? "with the" : "without a", d);
+    return d;
+  }
+};
 
 TEST(KeyCalibration, QuantizedKeysLoseLessPerplexityWithTheTransform) {
   // 24 chunks of 256 tokens of tinystories-eval (the issue-12 set up, on a slice of it), f16 V
@@ -134,13 +142,7 @@ TEST(KeyCalibration, QuantizedKeysLoseLessPerplexityWithTheTransform) {
   // note (kvasir perplexity); here the issue's bounds must hold with the transform: int4 keys
   // within 3% (+26% without), fp8 within 0.5% (+1.1% without), int8 within 0.3%. This slice
   // measured +1.08%, +0.09% and +0.01% (Zen 5), so each bound has 3x margin or more.
-  const std::vector<int32_t> ids = eval_ids();
-  constexpr int kChunk = 256, kChunks = 24;
-  ASSERT_GE(ids.size(), static_cast<size_t>(kChunk * kChunks));
-  const double base = mean_nll(ids, kChunk, kChunks, {KVDType::F16, KVDType::F16}, false);
-  auto dppl = [&](KVDType k, bool calibrate) {
-    return key_dppl(ids, kChunk, kChunks, base, k, calibrate);
-  };
+  const KeyLoss dppl(256, 24);
   const double int4_raw = dppl(KVDType::Int4, false);
   const double int4 = dppl(KVDType::Int4, true);
   const double fp8_raw = dppl(KVDType::FP8E4M3, false);
@@ -157,13 +159,7 @@ TEST(KeyCalibration, OneCalibrationHoldsAtLongerContexts) {
   // The turning shift is the mean key at every position, so the transform calibrated on 256-token
   // chunks also serves 2048-token ones (a constant shift made for 256 positions cost fp8 keys
   // +13.6% and int4 keys +104% there: key_calibration.h). 2 chunks of 2048 tokens, f16 V.
-  const std::vector<int32_t> ids = eval_ids();
-  constexpr int kChunk = 2048, kChunks = 2;
-  ASSERT_GE(ids.size(), static_cast<size_t>(kChunk * kChunks));
-  const double base = mean_nll(ids, kChunk, kChunks, {KVDType::F16, KVDType::F16}, false);
-  auto dppl = [&](KVDType k, bool calibrate) {
-    return key_dppl(ids, kChunk, kChunks, base, k, calibrate);
-  };
+  const KeyLoss dppl(2048, 2);
   const double int4_raw = dppl(KVDType::Int4, false);
   const double int4 = dppl(KVDType::Int4, true);
   const double fp8_raw = dppl(KVDType::FP8E4M3, false);
